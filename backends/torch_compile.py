@@ -1,0 +1,38 @@
+"""torch.compile with the inductor backend: generated Triton (GPU) or C++/OpenMP (CPU) code around library calls."""
+import importlib.util
+import shutil
+
+from opmatrix.plugins import Unavailable
+
+COMPILES_ON_FIRST_CALL = True  # dynamo traces and inductor compiles at the first call
+
+
+def available() -> str:
+    try:
+        import torch
+    except ImportError as exc:
+        raise Unavailable(f"torch is not importable in this environment: {exc}") from None
+    if not hasattr(torch, "compile"):
+        raise Unavailable(f"torch {torch.__version__} has no torch.compile")
+    return torch.__version__
+
+
+def covers(device) -> str | None:
+    import torch
+
+    if device.vendor == "cpu":
+        return None if shutil.which("g++") or shutil.which("c++") else "inductor on CPU needs a C++ compiler (g++)"
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no GPU on this host"
+    if importlib.util.find_spec("triton") is None:
+        return "inductor on GPU generates Triton kernels, and triton is not installed"
+    return None
+
+
+def environment(device, cache_dir) -> dict:
+    # Cold compile time: an empty cache folder of the job's own for inductor and the Triton it drives.
+    return {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), "TRITON_CACHE_DIR": str(cache_dir / "triton")}
+
+
+def timer(device) -> str | None:
+    return "events" if device.is_gpu else "wallclock"

@@ -1,0 +1,34 @@
+"""Triton: block-level kernels JIT-compiled for NVIDIA and AMD GPUs. On CPU only its interpreter runs them
+(TRITON_INTERPRET=1, numpy underneath): correct results, no meaningful speed, so CPU rows are correctness-only."""
+from opmatrix.plugins import Unavailable
+
+COMPILES_ON_FIRST_CALL = True
+
+
+def available() -> str:
+    try:
+        import triton
+    except ImportError as exc:
+        raise Unavailable(f"triton is not importable in this environment: {exc}") from None
+    return triton.__version__
+
+
+def covers(device) -> str | None:
+    import torch
+
+    if device.vendor == "cpu":
+        return None  # through the interpreter
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no GPU on this host"
+    return None
+
+
+def environment(device, cache_dir) -> dict:
+    env = {"TRITON_CACHE_DIR": str(cache_dir / "triton")}
+    if device.vendor == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def timer(device) -> str | None:
+    return "events" if device.is_gpu else None  # the interpreter's speed says nothing about the kernel

@@ -1,0 +1,49 @@
+"""nox sessions: `matrix` (run a matrix file), `tests` (the test suite), and one generated session per cell.
+
+    nox -s matrix                      # matrix/default.toml
+    nox -s matrix -- matrix/h200.toml  # another matrix file
+    nox -s tests
+
+Cell sessions are not meant to be called by hand: `opmatrix run` writes a cell plan and calls nox with
+OPMATRIX_CELL_PLAN set, which registers that cell's session below.
+"""
+import os
+import sys
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_venv = "yes"
+
+# The interpreter whose packages `system = true` toolchains layer over: the one nox was started with.
+HOST_PYTHON = os.environ.get("OPMATRIX_HOST_PYTHON", sys.executable)
+# torch for the test environment; a CPU build is enough (the suite runs on machines without a GPU).
+TEST_TORCH = os.environ.get("OPMATRIX_TEST_TORCH", "torch==2.13.0")
+
+
+def _python(session: nox.Session) -> str:
+    """Inside a nox environment its own python; with --no-venv (hosts without a package index) nox's own."""
+    return sys.executable if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv) else "python"
+
+
+@nox.session(venv_backend="virtualenv")
+def matrix(session: nox.Session) -> None:
+    """Run a matrix file and write reports/<run-id>/ (results.jsonl, results.parquet, report.md)."""
+    if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        session.install("-e", ".")
+    external = isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv)
+    session.run(_python(session), "-m", "opmatrix", "run", *session.posargs,
+                env={"OPMATRIX_HOST_PYTHON": HOST_PYTHON}, external=external)
+
+
+@nox.session(venv_backend="virtualenv")
+def tests(session: nox.Session) -> None:
+    """The test suite, against real torch, tilelang, triton, nox and Ray (CPU builds)."""
+    session.install("-e", ".[test]", TEST_TORCH, "tilelang==0.1.15", "triton==3.9.0")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+if os.environ.get("OPMATRIX_CELL_PLAN"):
+    from opmatrix import nox_cell
+
+    nox_cell.register(os.environ["OPMATRIX_CELL_PLAN"])

@@ -1,0 +1,5 @@
+import sys
+
+from opmatrix.cli import main
+
+sys.exit(main())

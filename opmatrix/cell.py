@@ -1,0 +1,148 @@
+"""The cell runner: run every job of one cell, each in a fresh worker process with a time limit.
+
+`run_cell(plan)` yields one Result per job, whatever happens to the worker: a segfault becomes `crashed`, a hang
+`timeout`, and the next job goes on. Run as `python -m opmatrix.cell PLAN.json` inside the cell's environment,
+it prints each result as one `OPMATRIX-RESULT {json}` line the moment it exists. Stdlib only.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+from opmatrix import plugins, status
+from opmatrix.plugins import DeviceInfo
+from opmatrix.result import Result
+
+RESULT_PREFIX = "OPMATRIX-RESULT "
+STDERR_TAIL_CHARS = 4000
+FACTS_TIMEOUT_S = 300
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-STDERR_TAIL_CHARS:].decode("utf-8", "replace")
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _run_process(args: list[str], env: dict, log: Path, timeout_s: float) -> tuple[int | None, float]:
+    """Run in its own process group (so a timeout kills compilers it started too); None means timed out."""
+    start = time.perf_counter()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout_s), time.perf_counter() - start
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None, time.perf_counter() - start
+        except BaseException:  # Ctrl-C: take the worker down with us, then propagate
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+
+
+def probe_facts(vendor: str, scratch: Path) -> dict:
+    out = scratch / "facts.json"
+    code, _ = _run_process([sys.executable, "-c", "import json,sys; from opmatrix.facts import probe; "
+                            f"open({str(out)!r}, 'w').write(json.dumps(probe({vendor!r})))"],
+                           dict(os.environ), scratch / "facts.log", FACTS_TIMEOUT_S)
+    if code == 0 and out.is_file():
+        return json.loads(out.read_text())
+    return {"runtime": f"facts probe failed: {_tail(scratch / 'facts.log')[-300:]}"}
+
+
+class CellRunner:
+    def __init__(self, plan: dict) -> None:
+        self.plan = plan
+        self.cell = plan["cell"]
+        self.scratch = Path(plan["scratch_dir"])
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        d = self.cell["device"]
+        self.facts = probe_facts(d["vendor"], self.scratch)
+        arch = d["arch"] if d["arch"] != "auto" else self.facts.get("arch", "")
+        self.device = DeviceInfo(d["id"], d["vendor"], arch, self.facts.get("device_name", ""))
+
+    def results(self) -> Iterator[Result]:
+        for index, job in enumerate(self.plan["jobs"]):
+            yield self.run_job(index, job)
+
+    def run_job(self, index: int, job: dict) -> Result:
+        folder = self.scratch / f"job{index:04d}-{job['kernel']}-{job['backend']}-{job['variant']}"
+        folder.mkdir(parents=True, exist_ok=True)
+        settings = self.plan["settings"]
+        payload = dict(job, device=vars(self.device), kernels_dir=self.plan["kernels_dir"],
+                       backends_dir=self.plan["backends_dir"], trials=settings["trials"], seed=settings["seed"],
+                       warmup_ms=settings["warmup_ms"], rep_ms=settings["rep_ms"])
+        (folder / "job.json").write_text(json.dumps(payload))
+        result_path = folder / "result.json"
+        env = dict(os.environ)
+        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        try:
+            backend = plugins.load_backend(Path(self.plan["backends_dir"]), job["backend"])
+            env.update(backend.environment(self.device, folder / "cache"))
+        except Exception as exc:
+            return self._finish(job, Result(status=status.ENV_ERROR, phase="load",
+                                            error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
+                                started, 0.0)
+        code, elapsed = _run_process([sys.executable, "-m", "opmatrix.worker", str(folder / "job.json"),
+                                      str(result_path)], env, folder / "worker.log", job["timeout_s"])
+        log_tail = _tail(folder / "worker.log")
+        if result_path.is_file():
+            result = Result.from_json(result_path.read_text())
+        else:
+            phase = (Path(str(result_path) + ".phase").read_text()
+                     if Path(str(result_path) + ".phase").is_file() else "start")
+            if code is None:
+                result = Result(status=status.TIMEOUT, phase=phase,
+                                error=f"killed after {job['timeout_s']:g} s in phase {phase}")
+            else:
+                how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
+                result = Result(status=status.CRASHED, phase=phase,
+                                error=f"worker {how} in phase {phase} without a result")
+        result.stderr_tail = log_tail
+        return self._finish(job, result, started, elapsed)
+
+    def _finish(self, job: dict, result: Result, started: str, elapsed: float) -> Result:
+        for key in ("kernel", "workload", "dtype", "backend", "variant"):
+            setattr(result, key, job[key])
+        f, d = self.facts, self.device
+        result.run_id, result.cell = self.plan["run_id"], self.cell["id"]
+        result.device, result.toolchain = d.id, self.cell["toolchain"]["name"]
+        result.env_hash, result.vendor, result.arch = self.cell["env_hash"], d.vendor, d.arch
+        result.gpu_index = self.plan.get("gpu_index", "")
+        for key in ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton"):
+            setattr(result, key, str(f.get(key, "")))
+        result.started_at, result.duration_s = started, elapsed
+        return result
+
+
+def run_cell(plan: dict) -> Iterator[Result]:
+    """The cell runner as a function: plan (cell, jobs, settings, folders) -> results, one per job."""
+    yield from CellRunner(plan).results()
+
+
+def main(argv: list[str]) -> int:
+    plan = json.loads(Path(argv[0]).read_text())
+    for result in run_cell(plan):
+        sys.stdout.write(RESULT_PREFIX + result.to_json() + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

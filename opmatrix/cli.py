@@ -1,0 +1,95 @@
+"""The `opmatrix` command: run a matrix, rebuild a report, show the plan or this host's devices."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from opmatrix import paths
+
+
+def _cmd_run(args) -> int:
+    from opmatrix.run import run
+
+    run(args.matrix, Path(args.reports), args.run_id)
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from rich.console import Console
+
+    from opmatrix.run import finish
+    from opmatrix.store import ResultStore, run_dir
+
+    finish(ResultStore(run_dir(args.run, Path(args.reports))), Console())
+    return 0
+
+
+def _cmd_plan(args) -> int:
+    from opmatrix import plan
+    from opmatrix.spec import load_matrix
+
+    matrix = load_matrix(args.matrix)
+    plan.check_plugins(matrix)
+    cells = [{"cell": c.id, "session": c.session, "jobs": [vars(j) for j in plan.plan_jobs(matrix, c)]}
+             for c in plan.plan_cells(matrix)]
+    if args.json:
+        json.dump(cells, sys.stdout, indent=1)
+        print()
+    else:
+        for c in cells:
+            print(f"{c['cell']:<32} {len(c['jobs']):>4} jobs   nox session {c['session']}")
+    return 0
+
+
+def _cmd_hosts(args) -> int:
+    from opmatrix import hosts
+    from opmatrix.spec import load_matrix
+
+    local = hosts.detect_local()
+    assigned = hosts.resolve(load_matrix(args.matrix).device, local)
+    for h in local:
+        claimed = [d for d, hs in assigned.items() if h in hs]
+        print(f"{h.vendor:<7} {h.index or '-':>2}  {h.name}  ({h.arch})  -> {', '.join(claimed) or 'no matrix device'}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="opmatrix", description="Run every kernel backend on every device and "
+                                "toolchain of a matrix file; store results; report coverage, correctness, speed.")
+    sub = p.add_subparsers(dest="command", required=True)
+    default = str(paths.DEFAULT_MATRIX)
+    r = sub.add_parser("run", help="run a matrix file (default: matrix/default.toml)")
+    r.add_argument("matrix", nargs="?", default=default)
+    r.add_argument("--reports", default=str(paths.REPORTS), help="where run folders go (default: reports/)")
+    r.add_argument("--run-id", help="name of the run folder (default: <UTC time>-<matrix name>)")
+    r.set_defaults(func=_cmd_run)
+    rep = sub.add_parser("report", help="rebuild results.parquet and report.md of a run from its results.jsonl")
+    rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
+    rep.add_argument("--reports", default=str(paths.REPORTS))
+    rep.set_defaults(func=_cmd_report)
+    pl = sub.add_parser("plan", help="show the cells and jobs a matrix file plans, without running anything")
+    pl.add_argument("matrix", nargs="?", default=default)
+    pl.add_argument("--json", action="store_true", help="machine-readable output")
+    pl.set_defaults(func=_cmd_plan)
+    h = sub.add_parser("hosts", help="show this host's devices and which matrix devices they satisfy")
+    h.add_argument("matrix", nargs="?", default=default)
+    h.set_defaults(func=_cmd_hosts)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from opmatrix.plugins import PluginError
+    from opmatrix.spec import MatrixError
+
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (MatrixError, PluginError, FileNotFoundError) as exc:
+        print(f"opmatrix: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""What devices this host has, and which matrix devices they satisfy. Stdlib only: vendor tools, no torch.
+
+NVIDIA GPUs are read with nvidia-smi, AMD GPUs with rocm-smi (where installed); the CPU is always there.
+A host GPU goes to every matrix device whose vendor, arch and name pattern it matches; devices marked
+`fallback` (e.g. "the local GPU, whatever it is") get it only when no other device claims it.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from opmatrix.facts import _cpu_name
+
+
+@dataclass(frozen=True)
+class HostDevice:
+    vendor: str
+    index: str  # GPU index on the host ("" for the CPU)
+    name: str
+    arch: str
+
+
+def _run(args: list[str]) -> str:
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout if out.returncode == 0 else ""
+
+
+def nvidia_gpus() -> list[HostDevice]:
+    if not shutil.which("nvidia-smi"):
+        return []
+    text = _run(["nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv,noheader"])
+    gpus = []
+    for line in text.strip().splitlines():
+        index, name, cap = [part.strip() for part in line.split(",")]
+        gpus.append(HostDevice("nvidia", index, name, "sm_" + cap.replace(".", "")))
+    return gpus
+
+
+def amd_gpus() -> list[HostDevice]:
+    if not shutil.which("rocm-smi"):
+        return []
+    try:
+        cards = json.loads(_run(["rocm-smi", "--showproductname", "--json"]) or "{}")
+    except json.JSONDecodeError:
+        return []
+    gpus = []
+    for key, info in sorted(cards.items()):
+        if not key.startswith("card"):
+            continue
+        name = info.get("Card Series") or info.get("Card SKU") or info.get("Card Model", "")
+        arch = info.get("GFX Version", "")
+        gpus.append(HostDevice("amd", key.removeprefix("card"), name, arch))
+    return gpus
+
+
+def detect_local() -> list[HostDevice]:
+    return [HostDevice("cpu", "", _cpu_name(), platform.machine())] + nvidia_gpus() + amd_gpus()
+
+
+def _matches(device, host: HostDevice) -> bool:
+    if device.vendor != host.vendor:
+        return False
+    if device.arch not in ("auto", host.arch) and host.vendor != "cpu":
+        return False
+    return re.search(device.name, host.name, re.IGNORECASE) is not None
+
+
+def resolve(devices: list, host: list[HostDevice]) -> dict[str, list[HostDevice]]:
+    """Matrix device id -> the host devices that satisfy it (absent: no host device does)."""
+    assigned: dict[str, list[HostDevice]] = {}
+    for hd in host:
+        matching = [d for d in devices if _matches(d, hd)]
+        specific = [d for d in matching if not d.fallback]
+        for d in specific or matching:
+            assigned.setdefault(d.id, []).append(hd)
+    return assigned
+
+
+def describe_device(device) -> str:
+    return f"{device.vendor} {device.arch}, name ~ /{device.name}/"

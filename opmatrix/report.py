@@ -1,0 +1,180 @@
+"""Reports from the store only (never live objects): report.md through tabulate, a terminal view through rich.
+
+Sections: environments, coverage grid (kernel x backend x device), correctness, performance with speed-up
+against the framework baseline, failures. Each section is built once as (title, note, headers, rows) and
+rendered by either writer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opmatrix import status
+
+ENV_COLUMNS = ["cell", "host", "device_name", "arch", "driver", "runtime", "python", "torch", "tilelang", "triton"]
+
+
+@dataclass
+class Section:
+    title: str
+    headers: list[str]
+    rows: list[list]
+    note: str = ""
+    extra: list[str] = field(default_factory=list)
+
+
+def _label(backend: str, variant: str) -> str:
+    return backend if variant == "default" else f"{backend}[{variant}]"
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+def coverage_cell(group) -> str:
+    counts = group.status.value_counts()
+    total = len(group)
+    if len(counts) == 1:
+        only = counts.index[0]
+        if only == status.OK and (group.timer == "correctness-only").all():
+            return "ok (correctness only)"
+        return only
+    return ", ".join(f"{s} {n}/{total}" for s, n in counts.items())
+
+
+def environments(df) -> Section:
+    env = df[df.status != status.NO_HOST].drop_duplicates("cell")
+    rows = [[r[c] for c in ENV_COLUMNS] for _, r in env.iterrows()]
+    return Section("Environments", ENV_COLUMNS, rows, "versions are the ones imported inside each cell")
+
+
+def coverage(df) -> Section:
+    devices = sorted(df.device.unique())
+    rows = []
+    for (kernel, backend, variant), group in df.groupby(["kernel", "backend", "variant"], sort=True):
+        cells = []
+        for device in devices:
+            sub = group[group.device == device]
+            cells.append(coverage_cell(sub) if len(sub) else "")
+        rows.append([kernel, _label(backend, variant)] + cells)
+    note = ("one entry per kernel x backend x device over all its workloads and dtypes; `no_host`: no host of this "
+            "run has the device; `unsupported` with no `ok` on a device means that device needs another "
+            "implementation")
+    return Section("Coverage", ["kernel", "backend"] + devices, rows, note)
+
+
+def correctness(df) -> Section:
+    ran = df[df.rel_err.notna() | (df.status == status.MISMATCH)]
+    rows = []
+    for (device, kernel, backend, variant, dtype), g in ran.groupby(["device", "kernel", "backend", "variant",
+                                                                     "dtype"]):
+        worst = g.rel_err.max()
+        rows.append([device, kernel, _label(backend, variant), dtype, _fmt(worst), _fmt(g.tolerance.iloc[0]),
+                     int(g.trials.min()), coverage_cell(g)])
+    return Section("Correctness", ["device", "kernel", "backend", "dtype", "worst rel_err", "tolerance",
+                                   "trials", "status"], rows,
+                   "relative error ||out - ref|| / ||ref|| against an fp64 reference, worst over trials with fresh "
+                   "seeded inputs; outputs poisoned with NaN before every run")
+
+
+def performance(df) -> Section:
+    timed = df[(df.status == status.OK) & df.median_ms.notna()].copy()
+    timed["label"] = [_label(b, v) for b, v in zip(timed.backend, timed.variant)]
+    labels = sorted(timed.label.unique())
+    rows = []
+    for (device, kernel, workload, dtype), g in timed.groupby(["device", "kernel", "workload", "dtype"]):
+        row = [device, kernel, workload, dtype]
+        for label in labels:
+            hit = g[g.label == label]
+            if hit.empty:
+                row.append("")
+                continue
+            r = hit.iloc[0]
+            speed = f" ({r.speedup_vs_framework:.2f}x)" if r.speedup_vs_framework == r.speedup_vs_framework else ""
+            row.append(f"{r.median_ms:.4g} ms{speed}")
+        best = g.loc[g.median_ms.idxmin()]
+        row.append(f"{best.label}: {best.tflops:.1f} TFLOP/s" if best.tflops else best.label)
+        rows.append(row)
+    extra = [f"timers: {', '.join(sorted(timed.timer.unique()))}"] if len(timed) else []
+    return Section("Performance", ["device", "kernel", "workload", "dtype"] + labels + ["fastest"], rows,
+                   "median over repetitions (speed-up against the framework baseline, same cell); compile times "
+                   "below are cold: each job compiles into an empty cache folder of its own", extra)
+
+
+def compile_times(df) -> Section:
+    built = df[df.compile_s.notna()]
+    rows = []
+    for (device, kernel, backend, variant), g in built.groupby(["device", "kernel", "backend", "variant"]):
+        rows.append([device, kernel, _label(backend, variant), _fmt(g.compile_s.median()), _fmt(g.compile_s.max()),
+                     g.compile_cache.iloc[0]])
+    return Section("Compile time (s, first call included)", ["device", "kernel", "backend", "median", "max",
+                                                              "cache"], rows)
+
+
+def failures(df) -> Section:
+    bad = df[~df.status.isin([status.OK, status.NO_HOST])]
+    rows = [[r.device, r.kernel, r.workload, r.dtype, _label(r.backend, r.variant), r.status,
+             (r.error or "").splitlines()[0][:160] if r.error else ""] for r in bad.itertuples()]
+    hosts = df[df.status == status.NO_HOST].drop_duplicates("device")
+    extra = [f"`{r.device}`: no host ({r.error})" for r in hosts.itertuples()]
+    return Section("Not run, unsupported or failed", ["device", "kernel", "workload", "dtype", "backend", "status",
+                                                      "reason"], rows, extra=extra)
+
+
+def sections(df) -> list[Section]:
+    return [environments(df), coverage(df), correctness(df), performance(df), compile_times(df), failures(df)]
+
+
+def markdown(df, manifest: dict) -> str:
+    from tabulate import tabulate
+
+    lines = [f"# opmatrix run `{manifest.get('run_id', '')}`", "",
+             f"matrix `{manifest.get('matrix', '')}` · started {manifest.get('started_at', '')} · "
+             f"finished {manifest.get('finished_at', '')} · {len(df)} results "
+             f"({', '.join(f'{s} {n}' for s, n in df.status.value_counts().items())})", ""]
+    for sec in sections(df):
+        lines += [f"## {sec.title}", ""]
+        if sec.note:
+            lines += [sec.note, ""]
+        if sec.rows:
+            lines += [tabulate(sec.rows, headers=sec.headers, tablefmt="github"), ""]
+        else:
+            lines += ["(none)", ""]
+        lines += [f"- {e}" for e in sec.extra] + ([""] if sec.extra else [])
+    return "\n".join(lines)
+
+
+def write_markdown(df, manifest: dict, path: Path) -> Path:
+    path.write_text(markdown(df, manifest), encoding="utf-8")
+    return path
+
+
+def print_terminal(df, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    for sec in sections(df):
+        if sec.title == "Compile time (s, first call included)" or not sec.rows:
+            continue
+        table = Table(title=sec.title, caption=sec.note or None, caption_justify="left")
+        for header in sec.headers:
+            table.add_column(str(header), overflow="fold")
+        for row in sec.rows:
+            table.add_row(*[_style(str(v)) for v in row])
+        console.print(table)
+        for e in sec.extra:
+            console.print(e)
+
+
+def _style(text: str) -> str:
+    if text == status.OK or text.startswith("ok "):
+        return f"[green]{text}[/]"
+    if text in status.FAILED or any(text.startswith(s) for s in status.FAILED):
+        return f"[red]{text}[/]"
+    if text in status.NOT_COVERED:
+        return f"[yellow]{text}[/]"
+    return text

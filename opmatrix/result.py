@@ -1,0 +1,98 @@
+"""One result row: the only record type that crosses process, host and storage boundaries.
+
+Serialised in exactly one place (`to_json` / `from_json`). Stdlib only: it is imported inside cell
+environments that hold nothing but the kernel's framework.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Result:
+    # identity: a result is keyed by (cell, kernel, workload, dtype, backend, variant)
+    run_id: str = ""
+    cell: str = ""
+    device: str = ""
+    toolchain: str = ""
+    kernel: str = ""
+    workload: str = ""
+    dtype: str = ""
+    backend: str = ""
+    variant: str = "default"
+    # outcome
+    status: str = ""
+    error: str = ""
+    stderr_tail: str = ""
+    phase: str = ""  # where the job was when it ended: load, build, first_call, correctness, timing, done
+    # environment facts, recorded with every result
+    env_hash: str = ""
+    host: str = ""
+    device_name: str = ""
+    vendor: str = ""
+    arch: str = ""
+    gpu_index: str = ""
+    driver: str = ""
+    runtime: str = ""
+    python: str = ""
+    torch: str = ""
+    tilelang: str = ""
+    triton: str = ""
+    backend_version: str = ""
+    # workload description
+    shape: str = ""
+    flops: float | None = None
+    min_bytes: float | None = None
+    # correctness
+    trials: int = 0
+    rel_err: float | None = None
+    tolerance: float | None = None
+    # build
+    compile_s: float | None = None
+    compile_cache: str = ""  # "cold": an empty cache folder of this job's own
+    config: str = ""  # the kernel's chosen configuration, as JSON text
+    # timing
+    timer: str = ""  # "cuda-events(triton.do_bench)", "cuda-events", "wallclock", or "" (correctness only)
+    median_ms: float | None = None
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    reps: int = 0
+    samples_ms: list[float] = field(default_factory=list)
+    tflops: float | None = None
+    gbps: float | None = None
+    speedup_vs_framework: float | None = None  # derived when a run is consolidated
+    # bookkeeping
+    started_at: str = ""
+    duration_s: float | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def key(self) -> tuple[str, ...]:
+        return (self.cell, self.kernel, self.workload, self.dtype, self.backend, self.variant)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, allow_nan=False, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> Result:
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Result:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+COLUMNS = [f.name for f in dataclasses.fields(Result)]
+
+
+def clean_float(value: float | None) -> float | None:
+    """JSON has no NaN/inf: store them as None (a NaN rel_err is kept as status mismatch + error text)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if value == value and value not in (float("inf"), float("-inf")) else None

@@ -1,0 +1,24 @@
+"""The fixed status vocabulary of a result row.
+
+Every (cell, kernel, workload, dtype, backend, variant) ends with exactly one of these. Reports, comparisons and
+verdicts branch on them, so the set is closed: a new status is added here and nowhere else.
+"""
+
+OK = "ok"  # ran, matched the fp64 reference, timed (or correctness-only where the backend says so)
+UNSUPPORTED = "unsupported"  # the backend or implementation does not cover this device/dtype (reason given)
+NOT_INSTALLED = "not_installed"  # the backend's package is not importable in the cell's environment
+COMPILE_ERROR = "compile_error"  # building the kernel raised
+RUNTIME_ERROR = "runtime_error"  # running the built kernel raised
+MISMATCH = "mismatch"  # ran, but the output differs from the reference beyond the tolerance (or NaN)
+TIMEOUT = "timeout"  # the worker process exceeded its time limit and was killed
+CRASHED = "crashed"  # the worker process died (signal, abort, exit without a result)
+NO_HOST = "no_host"  # no host of this run offers the cell's device
+ENV_ERROR = "env_error"  # the cell's environment could not be built or its runner failed to start
+LOST = "lost"  # the host running the cell went away and no other host with the device could take it
+
+ALL = (OK, UNSUPPORTED, NOT_INSTALLED, COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, CRASHED, NO_HOST,
+       ENV_ERROR, LOST)
+
+# Statuses that mean "this backend does not run here" (coverage), as opposed to "it runs but is broken".
+NOT_COVERED = (UNSUPPORTED, NOT_INSTALLED, NO_HOST)
+FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, CRASHED, ENV_ERROR, LOST)

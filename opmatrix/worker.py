@@ -1,0 +1,152 @@
+"""One job in one fresh process: load, check coverage, build, check correctness, time.
+
+Run as `python -m opmatrix.worker JOB.json RESULT.json`. The cell runner starts one per job with a time limit,
+so a segfault, a hang or a sticky device error ends this process only. The phase reached is written to
+RESULT.json.phase as the job advances, so a crash can be reported with where it happened.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from opmatrix import measure, plugins, status
+from opmatrix.plugins import DeviceInfo, Unavailable, Unsupported
+from opmatrix.result import Result, clean_float
+
+
+class JobFailed(Exception):
+    def __init__(self, status_: str, error: str) -> None:
+        super().__init__(error)
+        self.status, self.error = status_, error
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+class Worker:
+    def __init__(self, job: dict, result_path: Path) -> None:
+        self.job = job
+        self.phase_path = Path(str(result_path) + ".phase")
+        self.device = DeviceInfo(**job["device"])
+        self.result = Result(kernel=job["kernel"], workload=job["workload"], dtype=job["dtype"],
+                             backend=job["backend"], variant=job["variant"], compile_cache="cold")
+
+    def phase(self, name: str) -> None:
+        self.result.phase = name
+        self.phase_path.write_text(name)
+
+    def run(self) -> Result:
+        try:
+            self._run()
+        except JobFailed as failed:
+            self.result.status, self.result.error = failed.status, failed.error
+        except Exception as exc:  # a broken plugin file or harness step: still a row, never a lost job
+            self.result.status = status.ENV_ERROR if self.result.phase == "load" else status.RUNTIME_ERROR
+            self.result.error = f"in phase {self.result.phase}: {_describe(exc)}\n{traceback.format_exc(limit=-4)}"
+        return self.result
+
+    def _run(self) -> None:
+        job, res, dev = self.job, self.result, self.device
+        self.phase("load")
+        backend = plugins.load_backend(Path(job["backends_dir"]), job["backend"])
+        try:
+            res.backend_version = str(backend.available())
+        except Unavailable as exc:
+            raise JobFailed(status.NOT_INSTALLED, str(exc)) from None
+        reason = backend.covers(dev)
+        if reason:
+            raise JobFailed(status.UNSUPPORTED, reason)
+        kernels_dir = Path(job["kernels_dir"])
+        spec = plugins.load_spec(kernels_dir, job["kernel"])
+        if not plugins.impl_path(kernels_dir, job["kernel"], job["backend"]).is_file():
+            raise JobFailed(status.UNSUPPORTED, f"no implementation: kernels/{job['kernel']}/"
+                            f"{plugins.module_file(job['backend'])} does not exist")
+        impl = plugins.load_impl(kernels_dir, job["kernel"], job["backend"])
+        workload = spec.WORKLOADS[job["workload"]]
+        res.shape = spec.describe(workload)
+        res.flops = float(spec.flops(workload))
+        res.min_bytes = float(spec.min_bytes(workload, job["dtype"]))
+        res.tolerance = float(spec.tolerance(job["dtype"]))
+
+        self.phase("build")
+        start = time.perf_counter()
+        try:
+            fn = impl.build(workload, job["dtype"], dev, job["variant"])
+        except Unsupported as exc:
+            raise JobFailed(status.UNSUPPORTED, str(exc)) from None
+        except Exception as exc:
+            raise JobFailed(status.COMPILE_ERROR, _describe(exc) + "\n" + traceback.format_exc(limit=-3)) from None
+        res.config = json.dumps(getattr(fn, "config", {}), sort_keys=True, default=str)
+
+        self.phase("first_call")
+        inputs = spec.make_inputs(workload, job["dtype"], dev.torch, job["seed"])
+        out = spec.make_output(workload, job["dtype"], dev.torch)
+        # The first call includes JIT compilation for backends that compile lazily (torch.compile, Triton).
+        lazy = getattr(backend, "COMPILES_ON_FIRST_CALL", False)
+        self._call(fn, inputs, out, status.COMPILE_ERROR if lazy else status.RUNTIME_ERROR)
+        res.compile_s = time.perf_counter() - start
+
+        self.phase("correctness")
+        worst = 0.0
+        for trial in range(job["trials"]):
+            inputs = spec.make_inputs(workload, job["dtype"], dev.torch, job["seed"] + 1 + trial)
+            out.fill_(float("nan"))  # poison: an element the kernel does not write stays NaN and fails the check
+            self._call(fn, inputs, out, status.RUNTIME_ERROR)
+            ref = spec.reference(inputs)
+            err = float((out.double() - ref).norm() / ref.norm())
+            worst = err if not math.isfinite(err) else max(worst, err)
+            res.trials = trial + 1
+            if not math.isfinite(worst):
+                break
+        res.rel_err = clean_float(worst)
+        if not math.isfinite(worst) or worst > res.tolerance:
+            raise JobFailed(status.MISMATCH, f"relative error {worst:.3g} > tolerance {res.tolerance:.3g} "
+                            f"(worst of {res.trials} trials with fresh inputs; NaN = unwritten or non-finite)")
+
+        timer = backend.timer(dev)
+        if timer is None:
+            res.timer = "correctness-only"
+            res.status = status.OK
+            return
+        self.phase("timing")
+        try:
+            timing = measure.time_callable(lambda: fn(*inputs, out), dev.torch, job["warmup_ms"], job["rep_ms"])
+        except Exception as exc:
+            raise JobFailed(status.RUNTIME_ERROR, _describe(exc)) from None
+        res.timer, res.samples_ms, res.reps = timing.timer, timing.samples_ms, len(timing.samples_ms)
+        res.median_ms = timing.median_ms
+        res.p10_ms, res.p90_ms = timing.quantile(0.1), timing.quantile(0.9)
+        seconds = res.median_ms / 1e3
+        res.tflops = res.flops / seconds / 1e12 if seconds > 0 else None
+        res.gbps = res.min_bytes / seconds / 1e9 if seconds > 0 else None
+        res.status = status.OK
+        self.phase("done")
+
+    def _call(self, fn, inputs, out, failure: str) -> None:
+        try:
+            fn(*inputs, out)
+            measure.synchronize(self.device.torch)
+        except Exception as exc:
+            raise JobFailed(failure, _describe(exc)) from None
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[0]).read_text())
+    result_path = Path(argv[1])
+    started = time.time()
+    result = Worker(job, result_path).run()
+    result.duration_s = time.time() - started
+    tmp = result_path.with_suffix(".tmp")
+    tmp.write_text(result.to_json())
+    tmp.replace(result_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
