@@ -1,0 +1,127 @@
+"""Worker isolation: each job runs in its own process with a time limit. A segfault, a hang and a wrong answer
+are recorded as crashed / timeout / mismatch, and the other results of the cell are intact."""
+import textwrap
+
+import pytest
+
+from opmatrix import run as run_mod
+from opmatrix.cell import run_cell
+from opmatrix.spec import load_matrix
+
+SPEC = '''
+WORKLOADS = {"small": {"n": 4096}}
+
+def describe(w): return f"n={w['n']}"
+def flops(w): return float(w["n"])
+def min_bytes(w, dtype): return 8.0 * w["n"]
+def tolerance(dtype): return 1e-6
+
+def make_inputs(w, dtype, device, seed):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(w["n"], generator=g, dtype=getattr(torch, dtype)),)
+
+def make_output(w, dtype, device):
+    import torch
+    return torch.empty(w["n"], dtype=getattr(torch, dtype))
+
+def reference(inputs):
+    return inputs[0].double() * 2
+'''
+
+IMPLS = {
+    "good": "def build(w, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2)\n",
+    "wrong": "def build(w, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2 + 1)\n",
+    "partial": "def build(w, dtype, device, variant):\n    return lambda x, out: out[:-1].copy_(x[:-1] * 2)\n",
+    "segfault": ("import ctypes\n\ndef build(w, dtype, device, variant):\n"
+                 "    def fn(x, out):\n        ctypes.string_at(0)\n    return fn\n"),
+    "hang": ("import time\n\ndef build(w, dtype, device, variant):\n"
+             "    def fn(x, out):\n        time.sleep(600)\n    return fn\n"),
+    "broken": "def build(w, dtype, device, variant):\n    raise RuntimeError('does not compile')\n",
+}
+
+ADAPTER = '''
+def available():
+    import torch
+    return torch.__version__
+def covers(device): return None
+def environment(device, cache_dir): return {}
+def timer(device): return "wallclock"
+'''
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("iso")
+    (root / "kernels" / "probe").mkdir(parents=True)
+    (root / "backends").mkdir()
+    (root / "kernels" / "probe" / "spec.py").write_text(SPEC)
+    for name, code in IMPLS.items():
+        (root / "kernels" / "probe" / f"{name}.py").write_text(code)
+        (root / "backends" / f"{name}.py").write_text(ADAPTER)
+    (root / "m.toml").write_text(textwrap.dedent(f"""
+        name = "iso"
+        backends = {list(IMPLS)!r}
+        [run]
+        timeout_s = 20
+        rep_ms = 20
+        kernels_dir = "kernels"
+        backends_dir = "backends"
+        [[device]]
+        id = "cpu"
+        vendor = "cpu"
+        arch = "auto"
+        [[toolchain]]
+        name = "host"
+        system = true
+        [[kernel]]
+        name = "probe"
+        workloads = {{ cpu = ["small"] }}
+        dtypes = {{ cpu = ["float32"] }}
+        """).replace("'", '"'))
+    matrix = load_matrix(root / "m.toml")
+    (plan,) = run_mod.cell_plans(matrix, "iso-run", root / "scratch")
+    return {r.backend: r for r in run_cell(plan)}
+
+
+def test_every_job_has_exactly_one_result(results):
+    assert sorted(results) == sorted(IMPLS)
+
+
+def test_segfault_is_crashed_with_signal_and_phase(results):
+    r = results["segfault"]
+    assert r.status == "crashed"
+    assert "SIGSEGV" in r.error and "first_call" in r.error
+
+
+def test_hang_is_killed_as_timeout(results):
+    r = results["hang"]
+    assert r.status == "timeout"
+    assert "killed after 20 s in phase first_call" in r.error
+    assert r.duration_s < 40
+
+
+def test_wrong_values_are_a_mismatch_with_the_error_measured(results):
+    r = results["wrong"]
+    assert r.status == "mismatch"
+    assert r.rel_err > 0.1 and r.median_ms is None
+
+
+def test_unwritten_element_is_caught_by_the_poisoned_output(results):
+    r = results["partial"]
+    assert r.status == "mismatch" and r.rel_err is None  # NaN left in the output
+    assert "NaN" in r.error
+
+
+def test_build_exception_is_a_compile_error(results):
+    r = results["broken"]
+    assert r.status == "compile_error" and "does not compile" in r.error
+
+
+def test_the_good_result_is_intact_next_to_the_failures(results):
+    r = results["good"]
+    assert r.status == "ok", r.error
+    assert r.rel_err == 0.0 and r.trials == 3
+    assert r.median_ms > 0 and r.reps >= 5 and len(r.samples_ms) == r.reps
+    assert r.torch and r.python and r.device_name  # environment facts recorded with the row
+    assert r.cell == "cpu.host" and r.run_id == "iso-run"

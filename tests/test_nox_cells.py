@@ -1,0 +1,127 @@
+"""Real nox cell environments, end to end on the CPU: `opmatrix run` builds one nox environment per cell,
+runs every job inside it and stores results as they come.
+
+- two toolchains that differ only in the tilelang pin import different tilelang versions, and say so;
+- a toolchain whose packages cannot be installed gives `env_error` rows, not silence;
+- the real gemm_relu kernel runs through all four backends; a fleet device absent here is `no_host`.
+"""
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from opmatrix.run import run
+
+CPU_DEVICE = """
+[[device]]
+id = "cpu"
+vendor = "cpu"
+arch = "auto"
+"""
+
+
+@pytest.fixture(scope="module")
+def pinned_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nox")
+    matrix = root / "pins.toml"
+    matrix.write_text(f"""
+name = "pins"
+backends = ["tilelang"]
+[run]
+timeout_s = 300
+{CPU_DEVICE}
+[[toolchain]]
+name = "tl014"
+system = true
+packages = ["tilelang==0.1.14"]
+[[toolchain]]
+name = "tl015"
+system = true
+packages = ["tilelang==0.1.15"]
+[[toolchain]]
+name = "unbuildable"
+system = true
+packages = ["tilelang==0.0.999"]
+[[kernel]]
+name = "gemm_relu"
+workloads = {{ cpu = ["tiny_ragged"] }}
+dtypes = {{ cpu = ["float32"] }}
+""")
+    run_dir = run(matrix, reports_dir=root / "reports", run_id="pins", scratch_root=root / "scratch")
+    return run_dir, pd.read_parquet(run_dir / "results.parquet")
+
+
+def test_each_cell_imports_the_tilelang_version_it_pins(pinned_run):
+    _, df = pinned_run
+    for cell, version in (("cpu.tl014", "0.1.14"), ("cpu.tl015", "0.1.15")):
+        rows = df[df.cell == cell]
+        assert len(rows) == 2  # variants tile and cpu
+        assert set(rows.tilelang) == {version}, rows[["tilelang", "error"]]
+        assert set(rows.backend_version) == {version}
+
+
+def test_unbuildable_environment_is_reported_per_job(pinned_run):
+    run_dir, df = pinned_run
+    rows = df[df.cell == "cpu.unbuildable"]
+    assert len(rows) == 2 and set(rows.status) == {"env_error"}
+    assert "could not be built" in rows.iloc[0].error
+    assert "0.0.999" in rows.iloc[0].stderr_tail
+
+
+def test_environment_is_reused_only_on_exact_match(pinned_run, tmp_path):
+    run_dir, _ = pinned_run
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["cells"] == {"cpu.tl014": 2, "cpu.tl015": 2, "cpu.unbuildable": 2}
+    # The same cell again: nox reuses the environment and the install marker skips pip entirely.
+    matrix = tmp_path / "again.toml"
+    matrix.write_text((run_dir / "matrix.toml").read_text().split("[[toolchain]]\nname = \"tl015\"")[0]
+                      + '[[kernel]]\nname = "gemm_relu"\nworkloads = { cpu = ["tiny_ragged"] }\n'
+                        'dtypes = { cpu = ["float32"] }\n')
+    again = run(matrix, reports_dir=tmp_path / "reports", run_id="again", scratch_root=tmp_path / "scratch")
+    log = (tmp_path / "scratch" / "again" / "cpu.tl014" / "nox.log").read_text()
+    assert "Reusing existing virtual environment" in log and "pip install" not in log
+    assert set(pd.read_parquet(again / "results.parquet").tilelang) == {"0.1.14"}
+
+
+def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
+    matrix = tmp_path / "cpu.toml"
+    matrix.write_text(f"""
+name = "cpu-all"
+backends = ["torch", "torch-compile", "tilelang", "triton"]
+[run]
+timeout_s = 300
+rep_ms = 20
+{CPU_DEVICE}
+[[device]]
+id = "h200"
+vendor = "nvidia"
+arch = "sm_90"
+name = "H200"
+[[toolchain]]
+name = "host"
+system = true
+[[kernel]]
+name = "gemm_relu"
+workloads = {{ cpu = ["tiny_ragged"], nvidia = ["square_4096"] }}
+dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
+""")
+    run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="cpu-all", scratch_root=tmp_path / "scratch")
+    df = pd.read_parquet(run_dir / "results.parquet")
+    got = {(r.device, r.backend, r.variant): r for r in df.itertuples()}
+    for backend in ("torch", "torch-compile"):
+        r = got[("cpu", backend, "default")]
+        assert r.status == "ok" and r.median_ms > 0 and r.rel_err < 1e-5, r.error
+    assert got[("cpu", "tilelang", "cpu")].status == "ok"
+    assert got[("cpu", "tilelang", "tile")].status == "unsupported"
+    assert "needs the separate 'cpu' implementation" in got[("cpu", "tilelang", "tile")].error
+    triton = got[("cpu", "triton", "default")]
+    assert triton.status == "ok" and triton.timer == "correctness-only" and pd.isna(triton.median_ms)
+    assert got[("cpu", "torch", "default")].speedup_vs_framework == 1.0
+    assert {r.status for r in df[df.device == "h200"].itertuples()} == {"no_host"}
+    assert len(df[df.device == "h200"]) == 5  # every planned GPU job is a row, none dropped
+    report = (run_dir / "report.md").read_text()
+    for section in ("## Coverage", "## Correctness", "## Performance", "## Not run, unsupported or failed"):
+        assert section in report
+    coverage_row = re.search(r"^\| gemm_relu +\| tilelang\[tile\] +\|(.*)\|$", report, re.MULTILINE)
+    assert [c.strip() for c in coverage_row.group(1).split("|")] == ["unsupported", "no_host"]

@@ -1,0 +1,69 @@
+"""The store: each result is on disk the moment it is appended; Parquet consolidation keeps the column contract;
+the pandas loaders read one run or all runs."""
+import json
+
+import pandas as pd
+
+import opmatrix
+from opmatrix.result import COLUMNS, Result
+from opmatrix.store import ResultStore, add_speedup, frame
+
+CONTRACT = ["run_id", "cell", "device", "device_name", "vendor", "arch", "driver", "runtime", "python", "torch",
+            "tilelang", "triton", "kernel", "workload", "shape", "dtype", "backend", "status", "error", "rel_err",
+            "tolerance", "compile_s", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "gbps",
+            "speedup_vs_framework"]
+
+
+def row(backend, median, run_id="r1", status="ok", **kw):
+    return Result(run_id=run_id, cell="cpu.host", device="cpu", kernel="k", workload="w", dtype="float32",
+                  backend=backend, status=status, median_ms=median, samples_ms=[median] * 3 if median else [],
+                  **kw)
+
+
+def test_append_is_on_disk_immediately(tmp_path):
+    store = ResultStore(tmp_path / "run")
+    store.append(row("torch", 2.0))
+    lines = (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["backend"] == "torch"
+
+
+def test_round_trip_through_parquet_keeps_every_field(tmp_path):
+    store = ResultStore(tmp_path / "r1")
+    originals = [row("torch", 2.0, rel_err=1e-7, config='{"a": 1}'), row("triton", 1.0),
+                 row("tilelang", None, status="compile_error", error="boom\nline 2")]
+    for r in originals:
+        store.append(r)
+    df = store.consolidate()
+    assert set(CONTRACT) <= set(df.columns) and list(df.columns) == COLUMNS
+    back = pd.read_parquet(tmp_path / "r1" / "results.parquet")
+    assert list(back.backend) == ["torch", "triton", "tilelang"]
+    assert back.loc[0, "rel_err"] == 1e-7 and list(back.loc[1, "samples_ms"]) == [1.0, 1.0, 1.0]
+    assert back.loc[2, "error"] == "boom\nline 2"
+    assert Result.from_json(originals[0].to_json()) == originals[0]
+
+
+def test_speedup_is_against_the_framework_baseline_of_the_same_cell(tmp_path):
+    df = add_speedup(frame([row("torch", 2.0), row("triton", 1.0), row("tilelang", 4.0),
+                            row("torch", 1.0, run_id="r2"), row("triton", 2.0, run_id="r2")]))
+    got = {(r.run_id, r.backend): r.speedup_vs_framework for r in df.itertuples()}
+    assert got[("r1", "triton")] == 2.0 and got[("r1", "tilelang")] == 0.5 and got[("r1", "torch")] == 1.0
+    assert got[("r2", "triton")] == 0.5
+
+
+def test_a_line_cut_short_by_a_crash_loses_only_itself(tmp_path):
+    store = ResultStore(tmp_path / "r1")
+    store.append(row("torch", 2.0))
+    with open(store.jsonl, "a") as fh:
+        fh.write('{"run_id": "r1", "backend": "tri')
+    assert [r.backend for r in store.results()] == ["torch"]
+
+
+def test_pandas_loaders_for_one_run_and_all_runs(tmp_path):
+    for run_id in ("r1", "r2"):
+        store = ResultStore(tmp_path / run_id)
+        store.append(row("torch", 2.0, run_id=run_id))
+        if run_id == "r1":
+            store.consolidate()  # r2 stays jsonl-only, as after a crash
+    assert list(opmatrix.load_run("r1", tmp_path).run_id) == ["r1"]
+    assert list(opmatrix.load_run(tmp_path / "r2").backend) == ["torch"]
+    assert sorted(opmatrix.load_all(tmp_path).run_id) == ["r1", "r2"]
