@@ -12,7 +12,28 @@ from opmatrix import paths
 def _cmd_run(args) -> int:
     from opmatrix.run import run
 
-    run(args.matrix, Path(args.reports), args.run_id)
+    if args.no_ray:
+        from opmatrix.schedule import LocalScheduler
+
+        scheduler = LocalScheduler()
+    else:
+        from opmatrix.ray_schedule import RayScheduler
+
+        scheduler = RayScheduler(args.address, args.num_gpus)
+    run(args.matrix, Path(args.reports), args.run_id, scheduler=scheduler)
+    return 0
+
+
+def _cmd_host_resources(args) -> int:
+    from opmatrix import hosts, resources
+
+    devices = hosts.detect_local()
+    if args.json:
+        json.dump({"resources": resources.host_resources(devices), "labels": resources.host_labels(devices),
+                   "num_gpus": sum(1 for d in devices if d.vendor != "cpu")}, sys.stdout, indent=1)
+        print()
+    else:
+        print(resources.ray_start_args(devices))
     return 0
 
 
@@ -64,6 +85,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("matrix", nargs="?", default=default)
     r.add_argument("--reports", default=str(paths.REPORTS), help="where run folders go (default: reports/)")
     r.add_argument("--run-id", help="name of the run folder (default: <UTC time>-<matrix name>)")
+    r.add_argument("--address", help="Ray cluster to run on (ray://host:10001 or host:6379; default: "
+                   "$RAY_ADDRESS, else an embedded local Ray for this run)")
+    r.add_argument("--num-gpus", type=int, help="embedded Ray: advertise only the first N local GPUs")
+    r.add_argument("--no-ray", action="store_true", help="run this host's cells one after another without Ray")
     r.set_defaults(func=_cmd_run)
     rep = sub.add_parser("report", help="rebuild results.parquet and report.md of a run from its results.jsonl")
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
@@ -76,6 +101,10 @@ def parser() -> argparse.ArgumentParser:
     h = sub.add_parser("hosts", help="show this host's devices and which matrix devices they satisfy")
     h.add_argument("matrix", nargs="?", default=default)
     h.set_defaults(func=_cmd_hosts)
+    hr = sub.add_parser("host-resources", help="print the `ray start` arguments that advertise this host's "
+                        "devices (GPU model, arch, vendor, count), detected from the host itself")
+    hr.add_argument("--json", action="store_true", help="machine-readable output")
+    hr.set_defaults(func=_cmd_host_resources)
     return p
 
 

@@ -83,5 +83,5 @@ def resolve(devices: list, host: list[HostDevice]) -> dict[str, list[HostDevice]
     return assigned
 
 
-def describe_device(device) -> str:
-    return f"{device.vendor} {device.arch}, name ~ /{device.name}/"
+def describe_device_dict(device: dict) -> str:
+    return f"{device['vendor']} {device['arch']}, name ~ /{device['name']}/"

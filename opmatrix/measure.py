@@ -88,7 +88,9 @@ def _cuda_events(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> T
 
 
 def synchronize(torch_device: str) -> None:
+    """Wait for queued device work. If nothing has initialised the device, nothing can be queued on it."""
     if torch_device != "cpu":
         import torch
 
-        torch.cuda.synchronize()
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()

@@ -67,6 +67,7 @@ class Result:
     gbps: float | None = None
     speedup_vs_framework: float | None = None  # derived when a run is consolidated
     # bookkeeping
+    node: str = ""  # the Ray node that ran the cell
     started_at: str = ""
     duration_s: float | None = None
     schema_version: int = SCHEMA_VERSION

@@ -4,10 +4,11 @@ from __future__ import annotations
 import datetime
 import shutil
 import socket
+import time
 from pathlib import Path
 
-from opmatrix import hosts, paths, plan, report, schedule
-from opmatrix.result import Result
+from opmatrix import paths, plan, report
+from opmatrix.progress import ProgressView
 from opmatrix.spec import Matrix, load_matrix
 from opmatrix.store import ResultStore
 
@@ -30,24 +31,9 @@ def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[dict]:
     return plans
 
 
-class Progress:
-    """One line per result as it lands, with a running count: long runs show where they are."""
-
-    def __init__(self, total: int, console) -> None:
-        self.total, self.done, self.console = total, 0, console
-
-    def __call__(self, r: Result) -> None:
-        self.done += 1
-        speed = f" {r.median_ms:.4g} ms" if r.median_ms is not None else ""
-        colour = {"ok": "green", "no_host": "dim", "unsupported": "yellow", "not_installed": "yellow"}.get(
-            r.status, "red")
-        self.console.print(f"[{self.done:>4}/{self.total}] {r.cell} {r.kernel} {r.workload} {r.dtype} "
-                           f"{r.backend}{'' if r.variant == 'default' else '[' + r.variant + ']'} -> "
-                           f"[{colour}]{r.status}[/]{speed}", highlight=False)
-
-
 def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str | None = None,
-        console=None, scratch_root: Path = paths.SCRATCH) -> Path:
+        console=None, scratch_root: Path = paths.SCRATCH, scheduler=None) -> Path:
+    """Run a matrix file. scheduler: a RayScheduler (default: embedded local Ray) or a LocalScheduler."""
     from rich.console import Console
 
     console = console or Console()
@@ -56,22 +42,27 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     run_id = run_id or new_run_id(matrix.name)
     plans = cell_plans(matrix, run_id, Path(scratch_root))
     store = ResultStore(Path(reports_dir) / run_id)
-    local = hosts.detect_local()
-    assigned = hosts.resolve(matrix.device, local)
-    host_summary = "; ".join(f"{h.vendor} {h.name} ({h.arch})" for h in local)
+    if scheduler is None:
+        from opmatrix.ray_schedule import RayScheduler
+
+        scheduler = RayScheduler()
     shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
     manifest = {"run_id": run_id, "matrix": str(Path(matrix.source).relative_to(paths.ROOT))
                 if Path(matrix.source).is_relative_to(paths.ROOT) else matrix.source,
-                "started_at": _now(), "driver_host": socket.gethostname(), "host_devices": host_summary,
+                "started_at": _now(), "driver_host": socket.gethostname(),
                 "cells": {p["cell"]["id"]: len(p["jobs"]) for p in plans},
                 "baseline": matrix.acceptance.baseline, "acceptance": matrix.acceptance.model_dump()}
-    store.write_manifest(manifest)
     total = sum(len(p["jobs"]) for p in plans)
-    console.print(f"opmatrix run {run_id}: {len(plans)} cells, {total} jobs; this host: {host_summary}")
-    progress = Progress(total, console)
-    for result in schedule.run_local(plans, assigned, host_summary):
-        store.append(result)
-        progress(result)
+    with scheduler:
+        manifest["scheduler"] = scheduler.describe()
+        store.write_manifest(manifest)
+        console.print(f"opmatrix run {run_id}: {len(plans)} cells, {total} jobs; {manifest['scheduler']}")
+        started = time.perf_counter()
+        with ProgressView(plans, console) as progress:
+            for result in scheduler.run(plans, matrix.device, progress):
+                store.append(result)
+                progress.result(result)
+        manifest["cells_wall_s"] = round(time.perf_counter() - started, 3)  # scheduler start-up excluded
     manifest["finished_at"] = _now()
     store.write_manifest(manifest)
     return finish(store, console)

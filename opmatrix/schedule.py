@@ -1,10 +1,10 @@
-"""Scheduling cells onto the devices of this host, in order. A cell whose device this host lacks gets a
-`no_host` row per job at once: nothing is silently dropped and nothing waits."""
+"""The local scheduler: the cells of this host, one after another, without Ray (`opmatrix run --no-ray`).
+A cell whose device this host lacks gets a `no_host` row per job at once: nothing is silently dropped."""
 from __future__ import annotations
 
 from typing import Iterator
 
-from opmatrix import status
+from opmatrix import hosts, status
 from opmatrix.env import cell_result, run_cell_in_env
 from opmatrix.hosts import HostDevice
 from opmatrix.result import Result
@@ -22,15 +22,27 @@ def device_env(host_device: HostDevice) -> dict:
     return {var: host_device.index} if var else {}
 
 
-def run_local(plans: list[dict], assigned: dict[str, list[HostDevice]], host_summary: str) -> Iterator[Result]:
-    for plan in plans:
-        device = plan["cell"]["device"]
-        candidates = assigned.get(device["id"])
-        if not candidates:
-            yield from no_host_results(plan, f"no host of this run offers device {device['id']!r} "
-                                             f"({device['vendor']} {device['arch']}, name ~ /{device['name']}/); "
-                                             f"this host has: {host_summary}")
-            continue
-        chosen = candidates[0]
-        plan["gpu_index"] = chosen.index
-        yield from run_cell_in_env(plan, device_env(chosen))
+class LocalScheduler:
+    def __enter__(self) -> LocalScheduler:
+        self.local = hosts.detect_local()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "this host, no Ray: " + "; ".join(f"{h.vendor} {h.name} ({h.arch})" for h in self.local)
+
+    def run(self, plans: list[dict], matrix_devices: list, progress) -> Iterator[Result]:
+        assigned = hosts.resolve(matrix_devices, self.local)
+        for plan in plans:
+            device, cell = plan["cell"]["device"], plan["cell"]["id"]
+            candidates = assigned.get(device["id"])
+            if not candidates:
+                yield from no_host_results(plan, f"no host of this run offers device {device['id']!r} "
+                                                 f"({hosts.describe_device_dict(device)}); {self.describe()}")
+            else:
+                plan["gpu_index"] = candidates[0].index
+                progress.started(cell, "this host" + (f" gpu {candidates[0].index}" if candidates[0].index else ""))
+                yield from run_cell_in_env(plan, device_env(candidates[0]))
+            progress.finished(cell)

@@ -1,0 +1,166 @@
+"""Cells as Ray tasks, routed by device: an embedded local Ray by default, an existing cluster when given.
+
+Each cell is one Ray generator task that asks for its device's custom resource (and one GPU), so it runs only
+on a node that has the device; there it builds the cell's nox environment and streams each result back as it is
+produced. The driver stores results as they arrive.
+
+- A device no live node offers: `no_host` rows at once, before anything is submitted (a task for a resource
+  no node has would be accepted and pend forever).
+- A node lost mid-cell: the jobs that have not reported are resubmitted to another node with the same device
+  if the cluster still has one, else recorded as `lost`. Results already streamed are kept either way.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import ray
+from ray.exceptions import RayError, RayTaskError
+
+from opmatrix import hosts, paths, resources, status
+from opmatrix.env import cell_result, run_cell_in_env
+from opmatrix.result import Result
+from opmatrix.schedule import no_host_results
+
+MAX_ATTEMPTS = 3
+STARTED = "started"
+
+
+@ray.remote(max_retries=0)
+def cell_task(plan: dict):
+    """Runs on the node Ray chose: first a 'started' event, then one JSON result per job."""
+    node = ray.get_runtime_context().get_node_id()
+    plan = dict(plan, gpu_index=",".join(str(g) for g in ray.get_gpu_ids()))
+    yield json.dumps({"event": STARTED, "node": node, "host": socket.gethostname(), "gpu": plan["gpu_index"]})
+    if plan["cell"]["device"]["vendor"] == "cpu":
+        os.environ.pop("OMP_NUM_THREADS", None)  # Ray pins it to the task's CPU count; a CPU cell owns the host
+    for result in run_cell_in_env(plan):
+        result.node = node
+        yield result.to_json()
+
+
+def job_key(plan: dict, job: dict) -> tuple:
+    return (plan["cell"]["id"], job["kernel"], job["workload"], job["dtype"], job["backend"], job["variant"])
+
+
+@dataclass
+class CellRun:
+    plan: dict
+    resource: str
+    attempt: int = 1
+    done: set = field(default_factory=set)
+
+    def remaining(self) -> list[dict]:
+        return [j for j in self.plan["jobs"] if job_key(self.plan, j) not in self.done]
+
+
+def route(matrix_devices: list, nodes: list[dict]) -> dict[str, str]:
+    """Matrix device id -> the custom resource a cell of that device asks for (absent: no live node has it)."""
+    totals = resources.cluster_devices(nodes)
+    offered = {resources.parse_resource(name): name for name in totals}
+    offered.pop(None, None)
+    assigned = hosts.resolve(matrix_devices, list(offered))
+    return {dev: max((offered[hd] for hd in hds), key=lambda name: totals[name]) for dev, hds in assigned.items()}
+
+
+class RayScheduler:
+    """Connects to a cluster (address or RAY_ADDRESS) or starts an embedded one advertising this host."""
+
+    def __init__(self, address: str | None = None, num_gpus: int | None = None) -> None:
+        self.address = address or os.environ.get("RAY_ADDRESS")
+        self.num_gpus = num_gpus
+        self.embedded = False
+
+    def __enter__(self) -> RayScheduler:
+        pythonpath = os.pathsep.join(p for p in (str(paths.ROOT), os.environ.get("PYTHONPATH")) if p)
+        runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}
+        if self.address:
+            ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
+            return self
+        local = hosts.detect_local()
+        gpus = [d for d in local if d.vendor != "cpu"]
+        if self.num_gpus is not None:
+            gpus = gpus[: self.num_gpus]
+        advertised = [d for d in local if d.vendor == "cpu"] + gpus
+        ray.init(num_cpus=os.cpu_count(), num_gpus=len(gpus), resources=resources.host_resources(advertised),
+                 labels=resources.host_labels(advertised), include_dashboard=False, runtime_env=runtime_env,
+                 log_to_driver=False)
+        self.embedded = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        ray.shutdown()
+
+    def describe(self) -> str:
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        offered = ", ".join(f"{name.removeprefix(resources.PREFIX)} x{amount:g}"
+                            for name, amount in sorted(resources.cluster_devices(alive).items()))
+        kind = "embedded local Ray" if self.embedded else f"Ray cluster {self.address}"
+        return f"{kind}: {len(alive)} node(s); devices: {offered or 'none advertised'}"
+
+    def run(self, plans: list[dict], matrix_devices: list, progress) -> Iterator[Result]:
+        routes = route(matrix_devices, ray.nodes())
+        pending = {}
+        for plan in plans:
+            device = plan["cell"]["device"]
+            if device["id"] not in routes:
+                yield from no_host_results(plan, f"no node of the Ray cluster offers device {device['id']!r} "
+                                                 f"({hosts.describe_device_dict(device)}); {self.describe()}")
+                progress.finished(plan["cell"]["id"])
+                continue
+            run = CellRun(plan, routes[device["id"]])
+            pending[self._submit(run)] = run
+        while pending:
+            (gen,), _ = ray.wait(list(pending), num_returns=1)
+            run = pending[gen]
+            try:
+                payload = json.loads(ray.get(next(gen)))
+            except StopIteration:
+                del pending[gen]
+                progress.finished(run.plan["cell"]["id"])
+                continue
+            except RayTaskError as exc:  # our own code failed inside the task: report, do not retry
+                del pending[gen]
+                yield from self._rows(run, status.ENV_ERROR, f"cell task failed: {exc}")
+                progress.finished(run.plan["cell"]["id"])
+                continue
+            except RayError as exc:  # the node, its worker or the stream went away
+                del pending[gen]
+                yield from self._recover(run, exc, pending, progress)
+                continue
+            if payload.get("event") == STARTED:
+                progress.started(run.plan["cell"]["id"], f"{payload['host']} node {payload['node'][:8]}"
+                                 + (f" gpu {payload['gpu']}" if payload["gpu"] else ""))
+                continue
+            result = Result.from_dict(payload)
+            run.done.add(result.key())
+            yield result
+
+    def _submit(self, run: CellRun):
+        gpu = run.plan["cell"]["device"]["vendor"] != "cpu"
+        return cell_task.options(num_cpus=1, num_gpus=1 if gpu else 0, resources={run.resource: 1}).remote(run.plan)
+
+    def _recover(self, run: CellRun, exc: Exception, pending: dict, progress) -> Iterator[Result]:
+        remaining = run.remaining()
+        alive = resources.cluster_devices(ray.nodes())
+        cell = run.plan["cell"]["id"]
+        if remaining and alive.get(run.resource, 0) > 0 and run.attempt < MAX_ATTEMPTS:
+            retry = CellRun(dict(run.plan, jobs=remaining), run.resource, run.attempt + 1)
+            pending[self._submit(retry)] = retry
+            progress.note(f"{cell}: {type(exc).__name__}; {len(remaining)} job(s) resubmitted "
+                          f"(attempt {retry.attempt})")
+            return
+        why = (f"the node running this cell was lost ({type(exc).__name__}) and no other live node offers "
+               f"{run.resource}" if alive.get(run.resource, 0) == 0 else
+               f"the cell was lost {run.attempt} times ({type(exc).__name__}); giving up")
+        yield from self._rows(run, status.LOST, why)
+        progress.finished(cell)
+
+    @staticmethod
+    def _rows(run: CellRun, status_: str, error: str) -> Iterator[Result]:
+        for job in run.remaining():
+            yield cell_result(run.plan, job, status_, error)
