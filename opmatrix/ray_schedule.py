@@ -1,8 +1,10 @@
 """Cells as Ray tasks, routed by device: an embedded local Ray by default, an existing cluster when given.
 
-Each cell is one Ray generator task that asks for its device's custom resource (and one GPU), so it runs only
-on a node that has the device; there it builds the cell's nox environment and streams each result back as it is
-produced. The driver stores results as they arrive.
+Each cell is one Ray task that asks for its device's custom resource (and one GPU), so it runs only on a node
+that has the device; there it builds the cell's nox environment and puts each result on a Ray queue the moment it
+is produced. The driver `ray.wait`s on the queue and on the cell tasks together and stores results as they
+arrive. (A queue rather than a generator task: Ray Client, behind `ray://` addresses, has no generator tasks.)
+The queue actor lives on the head node, so losing a GPU node never loses the stream.
 
 - A device no live node offers: `no_host` rows at once, before anything is submitted (a task for a resource
   no node has would be accepted and pend forever).
@@ -11,6 +13,7 @@ produced. The driver stores results as they arrive.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -20,6 +23,7 @@ from typing import Iterator
 
 import ray
 from ray.exceptions import RayError, RayTaskError
+from ray.util.queue import Queue
 
 from opmatrix import hosts, paths, resources, status
 from opmatrix.env import cell_result, run_cell_in_env
@@ -28,19 +32,24 @@ from opmatrix.schedule import no_host_results
 
 MAX_ATTEMPTS = 3
 STARTED = "started"
+HEAD_RESOURCE = "node:__internal_head__"  # every Ray head node has it
 
 
 @ray.remote(max_retries=0)
-def cell_task(plan: dict):
-    """Runs on the node Ray chose: first a 'started' event, then one JSON result per job."""
+def cell_task(plan: dict, queue: Queue, tag: int) -> int:
+    """Runs on the node Ray chose: puts a 'started' event, then one JSON result per job; returns how many."""
     node = ray.get_runtime_context().get_node_id()
     plan = dict(plan, gpu_index=",".join(str(g) for g in ray.get_gpu_ids()))
-    yield json.dumps({"event": STARTED, "node": node, "host": socket.gethostname(), "gpu": plan["gpu_index"]})
+    queue.put((tag, json.dumps({"event": STARTED, "node": node, "host": socket.gethostname(),
+                                "gpu": plan["gpu_index"]})))
     if plan["cell"]["device"]["vendor"] == "cpu":
         os.environ.pop("OMP_NUM_THREADS", None)  # Ray pins it to the task's CPU count; a CPU cell owns the host
+    sent = 1
     for result in run_cell_in_env(plan):
         result.node = node
-        yield result.to_json()
+        queue.put((tag, result.to_json()))
+        sent += 1
+    return sent
 
 
 def job_key(plan: dict, job: dict) -> tuple:
@@ -53,6 +62,8 @@ class CellRun:
     resource: str
     attempt: int = 1
     done: set = field(default_factory=set)
+    received: int = 0  # queue items taken for this attempt
+    sent: int | None = None  # queue items the task says it put (known once it returned)
 
     def remaining(self) -> list[dict]:
         return [j for j in self.plan["jobs"] if job_key(self.plan, j) not in self.done]
@@ -74,6 +85,7 @@ class RayScheduler:
         self.address = address or os.environ.get("RAY_ADDRESS")
         self.num_gpus = num_gpus
         self.embedded = False
+        self.tags = itertools.count()
 
     def __enter__(self) -> RayScheduler:
         pythonpath = os.pathsep.join(p for p in (str(paths.ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -104,7 +116,9 @@ class RayScheduler:
 
     def run(self, plans: list[dict], matrix_devices: list, progress) -> Iterator[Result]:
         routes = route(matrix_devices, ray.nodes())
-        pending = {}
+        self.queue = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_RESOURCE: 0.001}})
+        self.runs: dict[int, CellRun] = {}
+        self.tasks: dict = {}  # task ref -> tag
         for plan in plans:
             device = plan["cell"]["device"]
             if device["id"] not in routes:
@@ -112,45 +126,82 @@ class RayScheduler:
                                                  f"({hosts.describe_device_dict(device)}); {self.describe()}")
                 progress.finished(plan["cell"]["id"])
                 continue
-            run = CellRun(plan, routes[device["id"]])
-            pending[self._submit(run)] = run
-        while pending:
-            (gen,), _ = ray.wait(list(pending), num_returns=1)
-            run = pending[gen]
+            self._submit(CellRun(plan, routes[device["id"]]))
+        try:
+            yield from self._stream(progress)
+        finally:
+            ray.kill(self.queue.actor)
+
+    def _stream(self, progress) -> Iterator[Result]:
+        take = self.queue.actor.get.remote()
+        while self.runs:
+            (ready,), _ = ray.wait([take, *self.tasks], num_returns=1)
+            if ready == take:
+                item = ray.get(take)
+                take = self.queue.actor.get.remote()
+                yield from self._item(item, progress)
+                continue
+            tag = self.tasks.pop(ready)
+            run = self.runs[tag]
             try:
-                payload = json.loads(ray.get(next(gen)))
-            except StopIteration:
-                del pending[gen]
-                progress.finished(run.plan["cell"]["id"])
+                run.sent = ray.get(ready)
+            except RayError as exc:
+                # Items the task put before it failed may still be queued: take them first.
+                for _ in range(ray.get(self.queue.actor.qsize.remote())):
+                    item = ray.get(take)
+                    take = self.queue.actor.get.remote()
+                    yield from self._item(item, progress)
+                del self.runs[tag]
+                if isinstance(exc, RayTaskError):  # our own code failed inside the task: report, no retry
+                    yield from self._rows(run, status.ENV_ERROR, f"cell task failed: {exc}")
+                    progress.finished(run.plan["cell"]["id"])
+                else:  # the node, its worker or the object store went away
+                    yield from self._recover(run, exc, progress)
                 continue
-            except RayTaskError as exc:  # our own code failed inside the task: report, do not retry
-                del pending[gen]
-                yield from self._rows(run, status.ENV_ERROR, f"cell task failed: {exc}")
-                progress.finished(run.plan["cell"]["id"])
-                continue
-            except RayError as exc:  # the node, its worker or the stream went away
-                del pending[gen]
-                yield from self._recover(run, exc, pending, progress)
-                continue
-            if payload.get("event") == STARTED:
+            self._maybe_finished(tag, progress)
+
+    def _item(self, item: tuple, progress) -> Iterator[Result]:
+        tag, text = item
+        run = self.runs.get(tag)
+        payload = json.loads(text)
+        if run is not None:
+            run.received += 1
+        if payload.get("event") == STARTED:
+            if run is not None:
                 progress.started(run.plan["cell"]["id"], f"{payload['host']} node {payload['node'][:8]}"
                                  + (f" gpu {payload['gpu']}" if payload["gpu"] else ""))
-                continue
-            result = Result.from_dict(payload)
+            return
+        result = Result.from_dict(payload)
+        if run is not None:
             run.done.add(result.key())
-            yield result
+        yield result
+        if run is not None:
+            self._maybe_finished(tag, progress)
 
-    def _submit(self, run: CellRun):
+    def _maybe_finished(self, tag: int, progress) -> None:
+        run = self.runs.get(tag)
+        if run is not None and run.sent is not None and run.received >= run.sent:
+            del self.runs[tag]
+            progress.finished(run.plan["cell"]["id"])
+
+    def _submit(self, run: CellRun) -> None:
         gpu = run.plan["cell"]["device"]["vendor"] != "cpu"
-        return cell_task.options(num_cpus=1, num_gpus=1 if gpu else 0, resources={run.resource: 1}).remote(run.plan)
+        tag = next(self.tags)
+        self.runs[tag] = run
+        ref = cell_task.options(num_cpus=1, num_gpus=1 if gpu else 0, resources={run.resource: 1}).remote(
+            run.plan, self.queue, tag)
+        self.tasks[ref] = tag
 
-    def _recover(self, run: CellRun, exc: Exception, pending: dict, progress) -> Iterator[Result]:
+    def _recover(self, run: CellRun, exc: Exception, progress) -> Iterator[Result]:
         remaining = run.remaining()
         alive = resources.cluster_devices(ray.nodes())
         cell = run.plan["cell"]["id"]
-        if remaining and alive.get(run.resource, 0) > 0 and run.attempt < MAX_ATTEMPTS:
+        if not remaining:
+            progress.finished(cell)
+            return
+        if alive.get(run.resource, 0) > 0 and run.attempt < MAX_ATTEMPTS:
             retry = CellRun(dict(run.plan, jobs=remaining), run.resource, run.attempt + 1)
-            pending[self._submit(retry)] = retry
+            self._submit(retry)
             progress.note(f"{cell}: {type(exc).__name__}; {len(remaining)} job(s) resubmitted "
                           f"(attempt {retry.attempt})")
             return
