@@ -98,7 +98,8 @@ class RayScheduler:
         if self.num_gpus is not None:
             gpus = gpus[: self.num_gpus]
         advertised = [d for d in local if d.vendor == "cpu"] + gpus
-        ray.init(num_cpus=os.cpu_count(), num_gpus=len(gpus), resources=resources.host_resources(advertised),
+        # address="local": always a fresh instance of our own, even when another Ray runs on this machine
+        ray.init(address="local", num_cpus=os.cpu_count(), num_gpus=len(gpus), resources=resources.host_resources(advertised),
                  labels=resources.host_labels(advertised), include_dashboard=False, runtime_env=runtime_env,
                  log_to_driver=False)
         self.embedded = True

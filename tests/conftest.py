@@ -16,3 +16,44 @@ def write_matrix(tmp_path):
         return path
 
     return write
+
+
+# A lightweight probe operator for scheduling and isolation tests: out = 2 * x on CPU tensors, whatever the device.
+PROBE_SPEC = '''
+WORKLOADS = {"small": {"n": 4096, "sleep": 0}, "quick": {"n": 256, "sleep": 0}, "slow": {"n": 256, "sleep": 8}}
+
+def describe(w): return f"n={w['n']}"
+def flops(w): return float(w["n"])
+def min_bytes(w, dtype): return 8.0 * w["n"]
+def tolerance(dtype): return 1e-6
+
+def make_inputs(w, dtype, device, seed):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(w["n"], generator=g, dtype=getattr(torch, dtype)),)
+
+def make_output(w, dtype, device):
+    import torch
+    return torch.empty(w["n"], dtype=getattr(torch, dtype))
+
+def reference(inputs):
+    return inputs[0].double() * 2
+'''
+
+
+def probe_adapter(timer: str | None) -> str:
+    """A backend adapter over the host's torch that covers every device, with the given timer."""
+    return (f"def available():\n    import torch\n    return torch.__version__\n"
+            f"def covers(device): return None\n"
+            f"def environment(device, cache_dir): return {{}}\n"
+            f"def timer(device): return {timer!r}\n")
+
+
+def write_plugins(root: Path, kernel: str, impls: dict[str, str], adapter: str) -> None:
+    """kernels/<kernel>/{spec.py, <backend>.py...} and backends/<backend>.py under root."""
+    (root / "kernels" / kernel).mkdir(parents=True)
+    (root / "backends").mkdir()
+    (root / "kernels" / kernel / "spec.py").write_text(PROBE_SPEC)
+    for name, code in impls.items():
+        (root / "kernels" / kernel / f"{name}.py").write_text(code)
+        (root / "backends" / f"{name}.py").write_text(adapter)

@@ -7,27 +7,7 @@ import pytest
 from opmatrix import run as run_mod
 from opmatrix.cell import run_cell
 from opmatrix.spec import load_matrix
-
-SPEC = '''
-WORKLOADS = {"small": {"n": 4096}}
-
-def describe(w): return f"n={w['n']}"
-def flops(w): return float(w["n"])
-def min_bytes(w, dtype): return 8.0 * w["n"]
-def tolerance(dtype): return 1e-6
-
-def make_inputs(w, dtype, device, seed):
-    import torch
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(w["n"], generator=g, dtype=getattr(torch, dtype)),)
-
-def make_output(w, dtype, device):
-    import torch
-    return torch.empty(w["n"], dtype=getattr(torch, dtype))
-
-def reference(inputs):
-    return inputs[0].double() * 2
-'''
+from tests.conftest import probe_adapter, write_plugins
 
 IMPLS = {
     "good": "def build(w, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2)\n",
@@ -40,25 +20,10 @@ IMPLS = {
     "broken": "def build(w, dtype, device, variant):\n    raise RuntimeError('does not compile')\n",
 }
 
-ADAPTER = '''
-def available():
-    import torch
-    return torch.__version__
-def covers(device): return None
-def environment(device, cache_dir): return {}
-def timer(device): return "wallclock"
-'''
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("iso")
-    (root / "kernels" / "probe").mkdir(parents=True)
-    (root / "backends").mkdir()
-    (root / "kernels" / "probe" / "spec.py").write_text(SPEC)
-    for name, code in IMPLS.items():
-        (root / "kernels" / "probe" / f"{name}.py").write_text(code)
-        (root / "backends" / f"{name}.py").write_text(ADAPTER)
+    write_plugins(root, "probe", IMPLS, probe_adapter("wallclock"))
     (root / "m.toml").write_text(textwrap.dedent(f"""
         name = "iso"
         backends = {list(IMPLS)!r}

@@ -21,26 +21,12 @@ from opmatrix import run as run_mod
 from opmatrix.progress import ProgressView
 from opmatrix.ray_schedule import RayScheduler
 from opmatrix.spec import load_matrix
+from tests.conftest import probe_adapter, write_plugins
 
 H200 = "opmatrix.gpu.nvidia.sm_90.NVIDIA-H200"
 MI300X = "opmatrix.gpu.amd.gfx942.AMD-Instinct-MI300X"
 CPU = "opmatrix.cpu.x86_64.Test-CPU"
 
-SPEC = '''
-WORKLOADS = {"quick": {"n": 256, "sleep": 0}, "slow": {"n": 256, "sleep": 8}}
-def describe(w): return f"n={w['n']}"
-def flops(w): return float(w["n"])
-def min_bytes(w, dtype): return 8.0 * w["n"]
-def tolerance(dtype): return 1e-6
-def make_inputs(w, dtype, device, seed):
-    import torch  # lightweight cells: CPU tensors whatever the device
-    return (torch.randn(w["n"], generator=torch.Generator().manual_seed(seed)),)
-def make_output(w, dtype, device):
-    import torch
-    return torch.empty(w["n"])
-def reference(inputs):
-    return inputs[0].double() * 2
-'''
 IMPL = '''
 import time
 def build(w, dtype, device, variant):
@@ -49,16 +35,6 @@ def build(w, dtype, device, variant):
         out.copy_(x * 2)
     return fn
 '''
-ADAPTER = '''
-def available():
-    import torch
-    return torch.__version__
-def covers(device): return None
-def environment(device, cache_dir): return {}
-def timer(device): return None
-'''
-
-
 def matrix_text(root: Path, devices: str, workloads: str = '["quick", "slow"]') -> str:
     return textwrap.dedent(f"""
         name = "ray"
@@ -103,11 +79,7 @@ name = "B200"
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
-    (root / "kernels" / "lite").mkdir(parents=True)
-    (root / "backends").mkdir()
-    (root / "kernels" / "lite" / "spec.py").write_text(SPEC)
-    (root / "kernels" / "lite" / "probe.py").write_text(IMPL)
-    (root / "backends" / "probe.py").write_text(ADAPTER)
+    write_plugins(root, "lite", {"probe": IMPL}, probe_adapter(None))  # correctness-only: no GPU to time
     yield root
     _kill_leftovers(str(root))
 
@@ -256,3 +228,15 @@ def test_lost_node_without_a_replacement_is_lost_and_keeps_what_arrived(cluster,
     assert by_workload["slow"].status == "lost"
     assert "no other live node offers" in by_workload["slow"].error
     assert time.monotonic() - start < 90  # it did not wait for a node that will never come
+
+
+def test_embedded_run_starts_its_own_ray_beside_a_running_cluster(cluster, root):
+    """Without an address, a run never attaches to some other Ray on the machine: it starts and stops its own."""
+    devices = '[[device]]\nid = "cpu"\nvendor = "cpu"\narch = "auto"\n'
+    (root / "embedded.toml").write_text(matrix_text(root, devices, '["quick"]'))
+    run_dir = run_mod.run(root / "embedded.toml", reports_dir=root / "reports", run_id="embedded",
+                          scratch_root=root / "scratch")
+    manifest = (run_dir / "run.json").read_text()
+    assert '"scheduler": "embedded local Ray: 1 node(s)' in manifest
+    assert "ok" in (run_dir / "report.md").read_text()
+    assert not ray.is_initialized()
