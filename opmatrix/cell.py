@@ -85,7 +85,8 @@ class CellRunner:
         folder = self.scratch / f"job{index:04d}-{job['kernel']}-{job['backend']}-{job['variant']}"
         folder.mkdir(parents=True, exist_ok=True)
         settings = self.plan["settings"]
-        payload = dict(job, device=vars(self.device), kernels_dir=self.plan["kernels_dir"],
+        payload = dict(job, mode=self.plan.get("mode", "run"), device=vars(self.device),
+                       kernels_dir=self.plan["kernels_dir"],
                        backends_dir=self.plan["backends_dir"], trials=settings["trials"], seed=settings["seed"],
                        warmup_ms=settings["warmup_ms"], rep_ms=settings["rep_ms"])
         (folder / "job.json").write_text(json.dumps(payload))

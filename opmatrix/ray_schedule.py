@@ -28,7 +28,7 @@ from ray.util.queue import Queue
 from opmatrix import hosts, paths, resources, status
 from opmatrix.env import cell_result, run_cell_in_env
 from opmatrix.result import Result
-from opmatrix.schedule import no_host_results
+from opmatrix.schedule import compile_plan, no_host_results
 
 MAX_ATTEMPTS = 3
 STARTED = "started"
@@ -120,8 +120,14 @@ class RayScheduler:
         self.queue = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_RESOURCE: 0.001}})
         self.runs: dict[int, CellRun] = {}
         self.tasks: dict = {}  # task ref -> tag
+        cpu_nodes = {name: n for name, n in resources.cluster_devices(ray.nodes()).items()
+                     if name.startswith(resources.PREFIX + "cpu.")}
         for plan in plans:
             device = plan["cell"]["device"]
+            compile_only = compile_plan(plan) if device["id"] not in routes else None
+            if compile_only and cpu_nodes:  # build for the missing device on a CPU, never run
+                self._submit(CellRun(compile_only, max(cpu_nodes, key=cpu_nodes.get)))
+                continue
             if device["id"] not in routes:
                 yield from no_host_results(plan, f"no node of the Ray cluster offers device {device['id']!r} "
                                                  f"({hosts.describe_device_dict(device)}); {self.describe()}")
@@ -186,7 +192,7 @@ class RayScheduler:
             progress.finished(run.plan["cell"]["id"])
 
     def _submit(self, run: CellRun) -> None:
-        gpu = run.plan["cell"]["device"]["vendor"] != "cpu"
+        gpu = run.plan["cell"]["device"]["vendor"] != "cpu" and run.plan.get("mode") != "compile"
         tag = next(self.tags)
         self.runs[tag] = run
         ref = cell_task.options(num_cpus=1, num_gpus=1 if gpu else 0, resources={run.resource: 1}).remote(

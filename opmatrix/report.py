@@ -61,8 +61,9 @@ def coverage(df) -> Section:
             cells.append(coverage_cell(sub) if len(sub) else "")
         rows.append([kernel, _label(backend, variant)] + cells)
     note = ("one entry per kernel x backend x device over all its workloads and dtypes; `no_host`: no host of this "
-            "run has the device; `unsupported` with no `ok` on a device means that device needs another "
-            "implementation")
+            "run has the device; `compiles` / `lowers`: no host has it, but a binary / device source for it was "
+            "built on another host (never run, so not `ok`); `unsupported` with no `ok` on a device means that "
+            "device needs another implementation")
     return Section("Coverage", ["kernel", "backend"] + devices, rows, note)
 
 
@@ -177,4 +178,6 @@ def _style(text: str) -> str:
         return f"[red]{text}[/]"
     if text in status.NOT_COVERED:
         return f"[yellow]{text}[/]"
+    if text in status.BUILD_ONLY:
+        return f"[cyan]{text}[/]"
     return text

@@ -17,6 +17,13 @@ def no_host_results(plan: dict, why: str) -> Iterator[Result]:
         yield cell_result(plan, job, status.NO_HOST, why)
 
 
+def compile_plan(plan: dict) -> dict | None:
+    """The compile-only version of a cell whose device no host has, if it can have one (a known arch)."""
+    if not plan["settings"].get("compile_only", True) or plan["cell"]["device"]["arch"] == "auto":
+        return None
+    return dict(plan, mode="compile")
+
+
 def device_env(host_device: HostDevice) -> dict:
     var = VISIBLE_DEVICES.get(host_device.vendor)
     return {var: host_device.index} if var else {}
@@ -38,7 +45,11 @@ class LocalScheduler:
         for plan in plans:
             device, cell = plan["cell"]["device"], plan["cell"]["id"]
             candidates = assigned.get(device["id"])
-            if not candidates:
+            compile_only = compile_plan(plan) if not candidates else None
+            if compile_only:
+                progress.started(cell, "this host, compile only")
+                yield from run_cell_in_env(compile_only)
+            elif not candidates:
                 yield from no_host_results(plan, f"no host of this run offers device {device['id']!r} "
                                                  f"({hosts.describe_device_dict(device)}); {self.describe()}")
             else:

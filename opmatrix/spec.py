@@ -96,6 +96,8 @@ class RunSettings(_Model):
     rep_ms: float = Field(100, gt=0)
     kernels_dir: str | None = None
     backends_dir: str | None = None
+    compile_only: bool = Field(True, description="for devices no host has, build (or lower) each kernel for them "
+                               "on a CPU host and report compiles / lowers")
 
 
 class Acceptance(_Model):

@@ -15,10 +15,13 @@ CRASHED = "crashed"  # the worker process died (signal, abort, exit without a re
 NO_HOST = "no_host"  # no host of this run offers the cell's device
 ENV_ERROR = "env_error"  # the cell's environment could not be built or its runner failed to start
 LOST = "lost"  # the host running the cell went away and no other host with the device could take it
+COMPILES = "compiles"  # no host has the device: a binary for it was built elsewhere, never run
+LOWERS = "lowers"  # no host has the device: device source was generated for it, no binary (no toolchain here)
 
 ALL = (OK, UNSUPPORTED, NOT_INSTALLED, COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, CRASHED, NO_HOST,
-       ENV_ERROR, LOST)
+       ENV_ERROR, LOST, COMPILES, LOWERS)
 
 # Statuses that mean "this backend does not run here" (coverage), as opposed to "it runs but is broken".
 NOT_COVERED = (UNSUPPORTED, NOT_INSTALLED, NO_HOST)
+BUILD_ONLY = (COMPILES, LOWERS)  # "does it even build for that device?" answered without the device
 FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, CRASHED, ENV_ERROR, LOST)

@@ -59,7 +59,8 @@ class Worker:
             res.backend_version = str(backend.available())
         except Unavailable as exc:
             raise JobFailed(status.NOT_INSTALLED, str(exc)) from None
-        reason = backend.covers(dev)
+        compile_only = job.get("mode") == "compile"
+        reason = None if compile_only else backend.covers(dev)
         if reason:
             raise JobFailed(status.UNSUPPORTED, reason)
         kernels_dir = Path(job["kernels_dir"])
@@ -74,6 +75,9 @@ class Worker:
         res.min_bytes = float(spec.min_bytes(workload, job["dtype"]))
         res.tolerance = float(spec.tolerance(job["dtype"]))
 
+        if compile_only:
+            self._compile_only(impl, workload)
+            return
         self.phase("build")
         start = time.perf_counter()
         try:
@@ -126,6 +130,30 @@ class Worker:
         res.tflops = res.flops / seconds / 1e12 if seconds > 0 else None
         res.gbps = res.min_bytes / seconds / 1e9 if seconds > 0 else None
         res.status = status.OK
+        self.phase("done")
+
+    def _compile_only(self, impl, workload) -> None:
+        """No host has the device: build (or lower) for it here, never run. Status compiles / lowers."""
+        job, res, dev = self.job, self.result, self.device
+        if not hasattr(impl, "compile_for"):
+            raise JobFailed(status.NO_HOST, f"no host of this run has device {dev.id!r}, and "
+                            f"kernels/{job['kernel']}/{plugins.module_file(job['backend'])} offers no "
+                            "compile-only build (compile_for)")
+        self.phase("build")
+        start = time.perf_counter()
+        try:
+            built = impl.compile_for(workload, job["dtype"], dev, job["variant"])
+        except Unsupported as exc:
+            raise JobFailed(status.UNSUPPORTED, str(exc)) from None
+        except Exception as exc:
+            raise JobFailed(status.COMPILE_ERROR, _describe(exc) + "\n" + traceback.format_exc(limit=-3)) from None
+        res.compile_s = time.perf_counter() - start
+        if built["status"] not in status.BUILD_ONLY:
+            raise JobFailed(status.RUNTIME_ERROR, f"compile_for returned status {built['status']!r}, "
+                            f"expected one of {status.BUILD_ONLY}")
+        res.status = built["status"]
+        res.error = f"no host has {dev.id!r}: {built['what']}, made on this host, never run"
+        res.config = json.dumps(built.get("config", {}), sort_keys=True, default=str)
         self.phase("done")
 
     def _call(self, fn, inputs, out, failure: str) -> None:

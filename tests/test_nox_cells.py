@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from opmatrix.run import run
+from opmatrix.schedule import LocalScheduler
 
 CPU_DEVICE = """
 [[device]]
@@ -48,7 +49,8 @@ name = "gemm_relu"
 workloads = {{ cpu = ["tiny_ragged"] }}
 dtypes = {{ cpu = ["float32"] }}
 """)
-    run_dir = run(matrix, reports_dir=root / "reports", run_id="pins", scratch_root=root / "scratch")
+    run_dir = run(matrix, reports_dir=root / "reports", run_id="pins", scratch_root=root / "scratch",
+                  scheduler=LocalScheduler())  # the Ray path is covered by test_ray_cluster.py
     return run_dir, pd.read_parquet(run_dir / "results.parquet")
 
 
@@ -98,13 +100,18 @@ id = "h200"
 vendor = "nvidia"
 arch = "sm_90"
 name = "H200"
+[[device]]
+id = "mi300x"
+vendor = "amd"
+arch = "gfx942"
+name = "MI300X"
 [[toolchain]]
 name = "host"
 system = true
 [[kernel]]
 name = "gemm_relu"
-workloads = {{ cpu = ["tiny_ragged"], nvidia = ["square_4096"] }}
-dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
+workloads = {{ cpu = ["tiny_ragged"], nvidia = ["square_4096"], amd = ["square_4096"] }}
+dtypes = {{ cpu = ["float32"], nvidia = ["float16"], amd = ["bfloat16"] }}
 """)
     run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="cpu-all", scratch_root=tmp_path / "scratch")
     df = pd.read_parquet(run_dir / "results.parquet")
@@ -118,10 +125,22 @@ dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
     triton = got[("cpu", "triton", "default")]
     assert triton.status == "ok" and triton.timer == "correctness-only" and pd.isna(triton.median_ms)
     assert got[("cpu", "torch", "default")].speedup_vs_framework == 1.0
-    assert {r.status for r in df[df.device == "h200"].itertuples()} == {"no_host"}
-    assert len(df[df.device == "h200"]) == 5  # every planned GPU job is a row, none dropped
+    # No GPU here: each GPU job is still a row; where the implementation can build for the device, it is built on
+    # this CPU host (compiles: a binary; lowers: device source only) and never run.
+    for device in ("h200", "mi300x"):
+        assert len(df[df.device == device]) == 5
+        assert got[(device, "torch", "default")].status == "no_host"
+        assert got[(device, "torch-compile", "default")].status == "no_host"
+        assert got[(device, "tilelang", "cpu")].status == "unsupported"
+        assert got[(device, "triton", "default")].status == "compiles"
+        assert got[(device, "triton", "default")].median_ms != got[(device, "triton", "default")].median_ms  # NaN
+    assert "sm_90a binary using wgmma" in got[("h200", "tilelang", "tile")].error
+    assert got[("h200", "tilelang", "tile")].status == "compiles"
+    assert "sm_90 cubin using wgmma" in got[("h200", "triton", "default")].error
+    assert got[("mi300x", "tilelang", "tile")].status == "lowers"  # HIP source; no hipcc here for a binary
+    assert "gfx942 hsaco" in got[("mi300x", "triton", "default")].error
     report = (run_dir / "report.md").read_text()
     for section in ("## Coverage", "## Correctness", "## Performance", "## Not run, unsupported or failed"):
         assert section in report
     coverage_row = re.search(r"^\| gemm_relu +\| tilelang\[tile\] +\|(.*)\|$", report, re.MULTILINE)
-    assert [c.strip() for c in coverage_row.group(1).split("|")] == ["unsupported", "no_host"]
+    assert [c.strip() for c in coverage_row.group(1).split("|")] == ["unsupported", "compiles", "lowers"]

@@ -41,6 +41,7 @@ def matrix_text(root: Path, devices: str, workloads: str = '["quick", "slow"]') 
         backends = ["probe"]
         [run]
         timeout_s = 120
+        compile_only = false
         kernels_dir = "{root / 'kernels'}"
         backends_dir = "{root / 'backends'}"
         [[toolchain]]
