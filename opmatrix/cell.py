@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from opmatrix import plugins, status
+from opmatrix.ceilings import roofline_pct
 from opmatrix.plugins import DeviceInfo
 from opmatrix.result import Result
 
@@ -66,6 +67,14 @@ def probe_facts(vendor: str, scratch: Path) -> dict:
     return {"runtime": f"facts probe failed: {_tail(scratch / 'facts.log')[-300:]}"}
 
 
+def probe_ceilings(torch_device: str, dtypes: list[str], scratch: Path) -> dict:
+    out = scratch / "ceilings.json"
+    code, _ = _run_process([sys.executable, "-c", "import json; from opmatrix.ceilings import measure_ceilings; "
+                            f"open({str(out)!r}, 'w').write(json.dumps(measure_ceilings({torch_device!r}, "
+                            f"{dtypes!r})))"], dict(os.environ), scratch / "ceilings.log", FACTS_TIMEOUT_S)
+    return json.loads(out.read_text()) if code == 0 and out.is_file() else {}
+
+
 class CellRunner:
     def __init__(self, plan: dict) -> None:
         self.plan = plan
@@ -76,6 +85,9 @@ class CellRunner:
         self.facts = probe_facts(d["vendor"], self.scratch)
         arch = d["arch"] if d["arch"] != "auto" else self.facts.get("arch", "")
         self.device = DeviceInfo(d["id"], d["vendor"], arch, self.facts.get("device_name", ""))
+        dtypes = sorted({j["dtype"] for j in plan["jobs"]})
+        self.ceilings = ({} if plan.get("mode") == "compile" or not plan["jobs"]
+                         else probe_ceilings(self.device.torch, dtypes, self.scratch))
 
     def results(self) -> Iterator[Result]:
         for index, job in enumerate(self.plan["jobs"]):
@@ -129,6 +141,10 @@ class CellRunner:
         for key in ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton"):
             setattr(result, key, str(f.get(key, "")))
         result.started_at, result.duration_s = started, elapsed
+        result.ceiling_tflops = self.ceilings.get("tflops", {}).get(result.dtype)
+        result.ceiling_gbps = self.ceilings.get("copy_gbps")
+        result.roofline_pct = roofline_pct(result.flops, result.min_bytes, result.median_ms, result.dtype,
+                                           self.ceilings)
         return result
 
 

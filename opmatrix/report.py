@@ -97,12 +97,36 @@ def performance(df) -> Section:
             speed = f" ({r.speedup_vs_framework:.2f}x)" if r.speedup_vs_framework == r.speedup_vs_framework else ""
             row.append(f"{r.median_ms:.4g} ms{speed}")
         best = g.loc[g.median_ms.idxmin()]
-        row.append(f"{best.label}: {best.tflops:.1f} TFLOP/s" if best.tflops else best.label)
+        roof = f", {best.roofline_pct:.0f}% of roofline" if best.roofline_pct == best.roofline_pct else ""
+        row.append(f"{best.label}: {best.tflops:.1f} TFLOP/s{roof}" if best.tflops else best.label)
         rows.append(row)
     extra = [f"timers: {', '.join(sorted(timed.timer.unique()))}"] if len(timed) else []
     return Section("Performance", ["device", "kernel", "workload", "dtype"] + labels + ["fastest"], rows,
                    "median over repetitions (speed-up against the framework baseline, same cell); compile times "
                    "below are cold: each job compiles into an empty cache folder of its own", extra)
+
+
+def measurement(df) -> Section:
+    """How far the numbers can be trusted: ceilings, stability of a second timing, clock drops."""
+    timed = df[(df.status == status.OK) & df.median_ms.notna()]
+    rows = []
+    for device, g in timed.groupby("device"):
+        peaks = ", ".join(f"{d} {v:.4g}" for d, v in g.groupby("dtype").ceiling_tflops.first().items() if v == v)
+        dropped = int(g.clock_dropped.fillna(False).astype(bool).sum())
+        worst = g.loc[g.stability_pct.idxmax()] if g.stability_pct.notna().any() else None
+        rows.append([device, peaks, _fmt(g.ceiling_gbps.iloc[0], 4), _fmt(g.stability_pct.median(), 2),
+                     f"{worst.stability_pct:.2g}% ({_label(worst.backend, worst.variant)} {worst.workload} "
+                     f"{worst.dtype})" if worst is not None else "", f"{dropped}/{len(g)}"])
+    unstable = timed[(timed.stability_pct > 2) | timed.clock_dropped.fillna(False).astype(bool)]
+    extra = [f"{r.device} {r.kernel} {r.workload} {r.dtype} {_label(r.backend, r.variant)}: second timing "
+             f"{r.stability_pct:.1f}% off" + (f", clock {r.sm_mhz_start:.0f} -> {r.sm_mhz_end:.0f} MHz "
+                                              f"[{r.clock_events}]" if r.clock_dropped else "")
+             for r in unstable.itertuples()]
+    return Section("Measurement quality", ["device", "matmul ceiling TFLOP/s", "copy ceiling GB/s",
+                                           "median stability %", "worst stability", "clock dropped"], rows,
+                   "ceilings measured in each cell (large matmul per dtype, large device-to-device copy); every "
+                   "build timed twice in the same job (goal: within 2%); clock dropped: SM clock fell >5% during "
+                   "timing or the driver reported a power/thermal cap (NVML)", extra)
 
 
 def compile_times(df) -> Section:
@@ -126,7 +150,8 @@ def failures(df) -> Section:
 
 
 def sections(df) -> list[Section]:
-    return [environments(df), coverage(df), correctness(df), performance(df), compile_times(df), failures(df)]
+    return [environments(df), coverage(df), correctness(df), performance(df), measurement(df), compile_times(df),
+            failures(df)]
 
 
 def markdown(df, manifest: dict) -> str:

@@ -66,6 +66,19 @@ class Result:
     tflops: float | None = None
     gbps: float | None = None
     speedup_vs_framework: float | None = None  # derived when a run is consolidated
+    rerun_median_ms: float | None = None  # the same build timed again in the same job
+    stability_pct: float | None = None  # |rerun - median| / median
+    # against the device's measured ceilings (opmatrix.ceilings, once per cell)
+    ceiling_tflops: float | None = None
+    ceiling_gbps: float | None = None
+    roofline_pct: float | None = None
+    # GPU telemetry around the timing (opmatrix.telemetry)
+    sm_mhz_start: float | None = None
+    sm_mhz_end: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    clock_events: str = ""
+    clock_dropped: bool | None = None
     # bookkeeping
     node: str = ""  # the Ray node that ran the cell
     started_at: str = ""

@@ -13,7 +13,7 @@ import time
 import traceback
 from pathlib import Path
 
-from opmatrix import measure, plugins, status
+from opmatrix import measure, plugins, status, telemetry
 from opmatrix.plugins import DeviceInfo, Unavailable, Unsupported
 from opmatrix.result import Result, clean_float
 
@@ -119,12 +119,22 @@ class Worker:
             res.status = status.OK
             return
         self.phase("timing")
+        gpu = telemetry.open_for(dev)
+        before = gpu.sample() if gpu else None
         try:
             timing = measure.time_callable(lambda: fn(*inputs, out), dev.torch, job["warmup_ms"], job["rep_ms"])
+            # Stability: the same build timed a second time; a speed-up smaller than this spread is noise.
+            rerun = measure.time_callable(lambda: fn(*inputs, out), dev.torch, job["warmup_ms"], job["rep_ms"])
         except Exception as exc:
             raise JobFailed(status.RUNTIME_ERROR, _describe(exc)) from None
+        if gpu:
+            for key, value in telemetry.summarize(before, gpu.sample()).items():
+                setattr(res, key, value)
+            gpu.close()
         res.timer, res.samples_ms, res.reps = timing.timer, timing.samples_ms, len(timing.samples_ms)
         res.median_ms = timing.median_ms
+        res.rerun_median_ms = rerun.median_ms
+        res.stability_pct = 100.0 * abs(rerun.median_ms - timing.median_ms) / timing.median_ms
         res.p10_ms, res.p90_ms = timing.quantile(0.1), timing.quantile(0.9)
         seconds = res.median_ms / 1e3
         res.tflops = res.flops / seconds / 1e12 if seconds > 0 else None

@@ -88,5 +88,9 @@ def test_the_good_result_is_intact_next_to_the_failures(results):
     assert r.status == "ok", r.error
     assert r.rel_err == 0.0 and r.trials == 3
     assert r.median_ms > 0 and r.reps >= 5 and len(r.samples_ms) == r.reps
+    assert r.rerun_median_ms > 0 and r.stability_pct >= 0  # timed twice in the same job
+    assert r.ceiling_tflops > 0 and r.ceiling_gbps > 0  # this cell's measured ceilings
+    assert 0 < r.roofline_pct  # placed against them
+    assert r.clock_dropped is None  # no GPU, no telemetry: nothing claimed
     assert r.torch and r.python and r.device_name  # environment facts recorded with the row
     assert r.cell == "cpu.host" and r.run_id == "iso-run"

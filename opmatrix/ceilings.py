@@ -1,0 +1,50 @@
+"""The device's measured ceilings, once per cell: a large matrix product per dtype (the arithmetic ceiling) and a
+large device-to-device copy (the memory ceiling, bytes read + written). Datasheet rates are leads; these are what
+this device, driver and library reach today, timed the same way as every kernel (opmatrix.measure). Each result
+is then placed against the roofline: bound = max(flops / peak, min_bytes / bandwidth); roofline_pct = bound / time.
+
+Run as `python -m opmatrix.ceilings DEVICE DTYPE...` inside the cell's environment; prints JSON."""
+from __future__ import annotations
+
+import json
+import sys
+
+from opmatrix import measure
+
+SIZES = {"cpu": {"matmul": 2048, "copy_mib": 256}, "cuda": {"matmul": 8192, "copy_mib": 2048}}
+
+
+def measure_ceilings(torch_device: str, dtypes: list[str], warmup_ms: float = 25, rep_ms: float = 200) -> dict:
+    import torch
+
+    size = SIZES["cpu" if torch_device == "cpu" else "cuda"]
+    n = size["matmul"]
+    tflops = {}
+    for dtype in dtypes:
+        dt = getattr(torch, dtype)
+        a = torch.randn(n, n, device=torch_device).to(dt)
+        b = torch.randn(n, n, device=torch_device).to(dt)
+        c = torch.empty(n, n, device=torch_device, dtype=dt)
+        timing = measure.time_callable(lambda: torch.matmul(a, b, out=c), torch_device, warmup_ms, rep_ms)
+        tflops[dtype] = 2.0 * n ** 3 / (timing.median_ms / 1e3) / 1e12
+        del a, b, c
+    count = size["copy_mib"] * 1024 * 1024 // 4
+    src = torch.randn(count, device=torch_device)
+    dst = torch.empty_like(src)
+    timing = measure.time_callable(lambda: dst.copy_(src), torch_device, warmup_ms, rep_ms)
+    return {"tflops": tflops, "copy_gbps": 2.0 * src.numel() * 4 / (timing.median_ms / 1e3) / 1e9,
+            "how": f"matmul {n}^3 per dtype, copy {size['copy_mib']} MiB (read+write), {timing.timer}"}
+
+
+def roofline_pct(flops: float | None, min_bytes: float | None, median_ms: float | None, dtype: str,
+                 ceilings: dict) -> float | None:
+    peak = ceilings.get("tflops", {}).get(dtype)
+    bandwidth = ceilings.get("copy_gbps")
+    if not (flops and min_bytes and median_ms and peak and bandwidth):
+        return None
+    bound_s = max(flops / (peak * 1e12), min_bytes / (bandwidth * 1e9))
+    return 100.0 * bound_s / (median_ms / 1e3)
+
+
+if __name__ == "__main__":
+    json.dump(measure_ceilings(sys.argv[1], sys.argv[2:]), sys.stdout)
