@@ -28,6 +28,11 @@ def _label(backend: str, variant: str) -> str:
     return backend if variant == "default" else f"{backend}[{variant}]"
 
 
+def _present(value) -> bool:
+    """A stored number that is really there: not None (older rows, object columns) and not NaN."""
+    return value is not None and value == value
+
+
 def _fmt(value, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -94,11 +99,11 @@ def performance(df) -> Section:
                 row.append("")
                 continue
             r = hit.iloc[0]
-            speed = f" ({r.speedup_vs_framework:.2f}x)" if r.speedup_vs_framework == r.speedup_vs_framework else ""
+            speed = f" ({r.speedup_vs_framework:.2f}x)" if _present(r.speedup_vs_framework) else ""
             row.append(f"{r.median_ms:.4g} ms{speed}")
         best = g.loc[g.median_ms.idxmin()]
-        roof = f", {best.roofline_pct:.0f}% of roofline" if best.roofline_pct == best.roofline_pct else ""
-        row.append(f"{best.label}: {best.tflops:.1f} TFLOP/s{roof}" if best.tflops else best.label)
+        roof = f", {best['roofline_pct']:.0f}% of roofline" if _present(best["roofline_pct"]) else ""
+        row.append(f"{best['label']}: {best['tflops']:.1f} TFLOP/s{roof}" if best["tflops"] else best["label"])
         rows.append(row)
     extra = [f"timers: {', '.join(sorted(timed.timer.unique()))}"] if len(timed) else []
     return Section("Performance", ["device", "kernel", "workload", "dtype"] + labels + ["fastest"], rows,
@@ -111,13 +116,16 @@ def measurement(df) -> Section:
     timed = df[(df.status == status.OK) & df.median_ms.notna()]
     rows = []
     for device, g in timed.groupby("device"):
-        peaks = ", ".join(f"{d} {v:.4g}" for d, v in g.groupby("dtype").ceiling_tflops.first().items() if v == v)
-        dropped = int(g.clock_dropped.fillna(False).astype(bool).sum())
-        worst = g.loc[g.stability_pct.idxmax()] if g.stability_pct.notna().any() else None
-        rows.append([device, peaks, _fmt(g.ceiling_gbps.iloc[0], 4), _fmt(g.stability_pct.median(), 2),
-                     f"{worst.stability_pct:.2g}% ({_label(worst.backend, worst.variant)} {worst.workload} "
-                     f"{worst.dtype})" if worst is not None else "", f"{dropped}/{len(g)}"])
-    unstable = timed[(timed.stability_pct > 2) | timed.clock_dropped.fillna(False).astype(bool)]
+        peaks = ", ".join(f"{d} {v:.4g}" for d, v in g.groupby("dtype").ceiling_tflops.first().items()
+                          if _present(v))
+        known = g.clock_dropped.dropna()
+        dropped = f"{int(known.astype(bool).sum())}/{len(known)}" if len(known) else "no telemetry"
+        stability = g.stability_pct.astype(float)
+        worst = g.loc[stability.idxmax()] if stability.notna().any() else None
+        rows.append([device, peaks, _fmt(g.ceiling_gbps.iloc[0], 4), _fmt(stability.median(), 2),
+                     f"{worst['stability_pct']:.2g}% ({_label(worst['backend'], worst['variant'])} "
+                     f"{worst['workload']} {worst['dtype']})" if worst is not None else "", dropped])
+    unstable = timed[(timed.stability_pct.astype(float) > 2) | timed.clock_dropped.fillna(False).astype(bool)]
     extra = [f"{r.device} {r.kernel} {r.workload} {r.dtype} {_label(r.backend, r.variant)}: second timing "
              f"{r.stability_pct:.1f}% off" + (f", clock {r.sm_mhz_start:.0f} -> {r.sm_mhz_end:.0f} MHz "
                                               f"[{r.clock_events}]" if r.clock_dropped else "")

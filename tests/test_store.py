@@ -67,3 +67,16 @@ def test_pandas_loaders_for_one_run_and_all_runs(tmp_path):
     assert list(opmatrix.load_run("r1", tmp_path).run_id) == ["r1"]
     assert list(opmatrix.load_run(tmp_path / "r2").backend) == ["torch"]
     assert sorted(opmatrix.load_all(tmp_path).run_id) == ["r1", "r2"]
+
+
+def test_reports_render_from_rows_written_before_newer_columns(tmp_path):
+    """A run stored by an older opmatrix (no telemetry, no ceilings) still reports, and claims nothing it lacks."""
+    from opmatrix import report
+
+    old = {"run_id": "r0", "cell": "h200.host", "device": "h200", "kernel": "k", "workload": "w",
+           "dtype": "float16", "backend": "torch", "status": "ok", "median_ms": 1.0, "rel_err": 1e-4,
+           "tolerance": 2e-3, "trials": 3, "samples_ms": [1.0], "timer": "cuda-events", "flops": 1e12}
+    (tmp_path / "r0").mkdir()
+    (tmp_path / "r0" / "results.jsonl").write_text(json.dumps(old) + "\n")
+    text = report.markdown(opmatrix.load_run("r0", tmp_path), {"run_id": "r0"})
+    assert "no telemetry" in text and "% of roofline" not in text
