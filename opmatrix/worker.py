@@ -33,6 +33,7 @@ class Worker:
     def __init__(self, job: dict, result_path: Path) -> None:
         self.job = job
         self.phase_path = Path(str(result_path) + ".phase")
+        self.returns_output = False
         self.device = DeviceInfo(**job["device"])
         self.result = Result(kernel=job["kernel"], workload=job["workload"], dtype=job["dtype"],
                              backend=job["backend"], variant=job["variant"], compile_cache="cold")
@@ -69,6 +70,7 @@ class Worker:
             raise JobFailed(status.UNSUPPORTED, f"no implementation: kernels/{job['kernel']}/"
                             f"{plugins.module_file(job['backend'])} does not exist")
         impl = plugins.load_impl(kernels_dir, job["kernel"], job["backend"])
+        self.returns_output = bool(getattr(impl, "RETURNS_OUTPUT", False))
         workload = spec.WORKLOADS[job["workload"]]
         res.shape = spec.describe(workload)
         res.flops = float(spec.flops(workload))
@@ -101,9 +103,9 @@ class Worker:
         for trial in range(job["trials"]):
             inputs = spec.make_inputs(workload, job["dtype"], dev.torch, job["seed"] + 1 + trial)
             out.fill_(float("nan"))  # poison: an element the kernel does not write stays NaN and fails the check
-            self._call(fn, inputs, out, status.RUNTIME_ERROR)
+            got = self._call(fn, inputs, out, status.RUNTIME_ERROR)
             ref = spec.reference(inputs)
-            err = float((out.double() - ref).norm() / ref.norm())
+            err = float((got.double() - ref).norm() / ref.norm())
             worst = err if not math.isfinite(err) else max(worst, err)
             res.trials = trial + 1
             if not math.isfinite(worst):
@@ -166,12 +168,20 @@ class Worker:
         res.config = json.dumps(built.get("config", {}), sort_keys=True, default=str)
         self.phase("done")
 
-    def _call(self, fn, inputs, out, failure: str) -> None:
+    def _call(self, fn, inputs, out, failure: str):
+        """Run once and wait for the device. The result is `out`, unless the implementation declares
+        RETURNS_OUTPUT: a framework op that allocates its own output (F.rms_norm) is measured as it is used,
+        without a copy into `out`."""
         try:
-            fn(*inputs, out)
+            returned = fn(*inputs, out)
             measure.synchronize(self.device.torch)
         except Exception as exc:
             raise JobFailed(failure, _describe(exc)) from None
+        if not self.returns_output:
+            return out
+        if returned is None:
+            raise JobFailed(status.RUNTIME_ERROR, "the implementation declares RETURNS_OUTPUT but returned None")
+        return returned
 
 
 def main(argv: list[str]) -> int:

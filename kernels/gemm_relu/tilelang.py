@@ -5,6 +5,7 @@
 - `cpu` (TileLang's "c" target, cython execution): the GPU version has no CPU lowering (shared memory, thread
   fragments, T.gemm), so the CPU needs its own kernel: local buffers and T.grid loops, fp32 only.
 """
+from opmatrix import aot
 from opmatrix.plugins import Unsupported
 
 VARIANTS = ("tile", "cpu")
@@ -77,7 +78,7 @@ def build(workload, dtype, device, variant):
         if not device.is_gpu:
             raise Unsupported("the 'tile' kernel (shared memory, thread fragments, T.gemm) has no CPU lowering; "
                               "the CPU needs the separate 'cpu' implementation")
-        target = _target(device)
+        target = aot.tilelang_target(device)
         kernel = tilelang.compile(_tile_kernel(M, N, K, dtype, **TILE_CONFIG), target=target)
         config = dict(TILE_CONFIG, target=target)
 
@@ -89,29 +90,8 @@ def build(workload, dtype, device, variant):
 
 
 def compile_for(workload, dtype, device, variant):
-    """No host has the device: build the CUDA binary (nvcc) or, for AMD without hipcc, lower to HIP source."""
-    import shutil
-
-    import tilelang
-    from tvm.target import Target
-
+    """No host has the device: build the CUDA binary, or for AMD without hipcc lower to HIP source."""
     if variant == "cpu" or not device.is_gpu:
         raise Unsupported("the 'cpu' variant is the CPU's implementation; compile-only builds are for GPUs")
     func = _tile_kernel(workload["M"], workload["N"], workload["K"], dtype, **TILE_CONFIG)
-    target = _target(device)
-    if device.vendor == "nvidia" or shutil.which("hipcc"):
-        kernel = tilelang.compile(func, target=target, execution_backend="tvm_ffi")
-        source = str(kernel.get_kernel_source())
-        mma = " using wgmma" if "wgmma" in source else ""
-        return {"status": "compiles", "config": dict(TILE_CONFIG, target=target),
-                "what": f"{target.get('arch', target.get('mcpu'))} binary{mma} ({len(source)}-char kernel source)"}
-    with Target(target):
-        artifact = tilelang.lower(func, target=Target(target), enable_device_compile=False)
-    return {"status": "lowers", "config": dict(TILE_CONFIG, target=target),
-            "what": f"HIP source for {device.arch} ({len(str(artifact.kernel_source))} chars; no hipcc for a binary)"}
-
-
-def _target(device):
-    if device.vendor == "nvidia":
-        return {"kind": "cuda", "arch": device.arch + ("a" if device.arch in ("sm_90", "sm_100") else "")}
-    return {"kind": "hip", "mcpu": device.arch}
+    return aot.tilelang_compile_for(func, device, TILE_CONFIG)

@@ -57,21 +57,8 @@ def build(workload, dtype, device, variant):
 
 def compile_for(workload, dtype, device, variant):
     """No host has the device: compile ahead of time for it (CUDA cubin or AMD hsaco); needs no GPU, no ROCm."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    from opmatrix import aot
 
-    elem = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}[dtype]
-    names = _gemm_relu_kernel.arg_names
-    constexprs = {k: v for k, v in GPU_CONFIG.items() if k in names}
-    signature = {name: (elem if name.endswith("_ptr") else "constexpr" if name in constexprs else "i32")
-                 for name in names}
-    if device.vendor == "nvidia":
-        target, binary = GPUTarget("cuda", int(device.arch.removeprefix("sm_").rstrip("a")), 32), "cubin"
-    else:
-        target, binary = GPUTarget("hip", device.arch, 64), "hsaco"
-    compiled = triton.compile(ASTSource(fn=_gemm_relu_kernel, signature=signature, constexprs=constexprs),
-                              target=target, options={"num_warps": GPU_CONFIG["num_warps"],
-                                                      "num_stages": GPU_CONFIG["num_stages"]})
-    mma = " using wgmma" if "wgmma" in compiled.asm.get("ptx", "") else ""
-    return {"status": "compiles", "config": dict(GPU_CONFIG),
-            "what": f"{device.arch} {binary}{mma} ({len(compiled.asm[binary])} bytes)"}
+    options = {"num_warps": GPU_CONFIG["num_warps"], "num_stages": GPU_CONFIG["num_stages"]}
+    constexprs = {k: v for k, v in GPU_CONFIG.items() if k not in options}
+    return aot.triton_compile_for(_gemm_relu_kernel, dtype, constexprs, options, device)

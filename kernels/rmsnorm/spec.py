@@ -1,0 +1,63 @@
+"""rmsnorm: y = x / sqrt(mean(x^2 over the hidden dim) + eps) * w, x is tokens x hidden, w is hidden.
+
+Memory-bound: one read of x and w, one write of y; the arithmetic is a few operations per element. Its speed is
+judged in GB/s against the device's measured copy bandwidth (`min_bytes`), not in FLOP/s.
+No framework import at module level: the planner reads WORKLOADS without torch.
+"""
+
+EPS = 1e-6
+
+WORKLOADS = {
+    # GPU-sized: an LLM's activations (tokens x hidden); each moves 128-256 MB, well past the L2
+    "llama_4096": {"tokens": 16384, "hidden": 4096},
+    "llama_8192": {"tokens": 8192, "hidden": 8192},
+    "odd_5120": {"tokens": 16383, "hidden": 5120},  # an odd token count, a hidden size that is not a power of 2
+    # CPU-sized
+    "small_1024": {"tokens": 256, "hidden": 1024},
+    "ragged_1000": {"tokens": 67, "hidden": 1000},
+}
+
+# Relative error of the whole output against the fp64 reference: output rounding dominates.
+TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
+
+
+def describe(w: dict) -> str:
+    return f"tokens={w['tokens']} hidden={w['hidden']}"
+
+
+def flops(w: dict) -> float:
+    """Square, sum, scale by the row's factor and by w: about 4 operations per element."""
+    return 4.0 * w["tokens"] * w["hidden"]
+
+
+def min_bytes(w: dict, dtype: str) -> float:
+    size = {"float16": 2, "bfloat16": 2, "float32": 4}[dtype]
+    return float(size * (2 * w["tokens"] * w["hidden"] + w["hidden"]))
+
+
+def tolerance(dtype: str) -> float:
+    return TOLERANCE[dtype]
+
+
+def make_inputs(w: dict, dtype: str, device: str, seed: int) -> tuple:
+    """Seeded x ~ N(0, 1) and w ~ 1 + N(0, 0.1): never zeros, never all ones."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dt = getattr(torch, dtype)
+    x = torch.randn(w["tokens"], w["hidden"], generator=gen, device=device, dtype=torch.float32).to(dt)
+    weight = (1 + 0.1 * torch.randn(w["hidden"], generator=gen, device=device, dtype=torch.float32)).to(dt)
+    return x, weight
+
+
+def make_output(w: dict, dtype: str, device: str):
+    import torch
+
+    return torch.empty(w["tokens"], w["hidden"], device=device, dtype=getattr(torch, dtype))
+
+
+def reference(inputs: tuple):
+    import torch
+
+    x, weight = (t.double() for t in inputs)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * weight

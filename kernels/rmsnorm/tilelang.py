@@ -1,0 +1,61 @@
+"""TileLang: a block of rows per program, each row loaded once into registers as fp32, its sum of squares
+reduced across the block's threads (T.reduce_sum), scaled and stored. GPU only: there is no CPU implementation
+(the coverage grid shows that gap)."""
+from opmatrix import aot
+from opmatrix.plugins import Unsupported
+
+EPS = 1e-6
+BLOCK_ROWS = 1
+
+
+def _config(hidden: int) -> dict:
+    """The most threads (up to 256) that split a row evenly: TileLang's layout inference needs an even split."""
+    for threads in (256, 128, 64, 32):
+        if hidden % threads == 0:
+            return {"block_rows": BLOCK_ROWS, "threads": threads}
+    raise Unsupported(f"hidden size {hidden} is not a multiple of 32, which this kernel's row layout needs")
+
+
+def _kernel(tokens, hidden, dtype, block_rows, threads):
+    import tilelang.language as T
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((tokens, hidden), dtype), W: T.Tensor((hidden,), dtype),
+                Y: T.Tensor((tokens, hidden), dtype)):
+        with T.Kernel(T.ceildiv(tokens, block_rows), threads=threads) as bx:
+            x = T.alloc_fragment((block_rows, hidden), "float32")
+            sq = T.alloc_fragment((block_rows, hidden), "float32")
+            total = T.alloc_fragment((block_rows,), "float32")
+            T.copy(X[bx * block_rows, 0], x)
+            for i, j in T.Parallel(block_rows, hidden):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, total, dim=1)
+            for i in T.Parallel(block_rows):
+                total[i] = T.rsqrt(total[i] / hidden + EPS)
+            for i, j in T.Parallel(block_rows, hidden):
+                x[i, j] = x[i, j] * total[i] * W[j]
+            T.copy(x, Y[bx * block_rows, 0])
+
+    return rmsnorm
+
+
+def build(workload, dtype, device, variant):
+    import tilelang
+
+    if not device.is_gpu:
+        raise Unsupported("no CPU implementation of rmsnorm in TileLang (the GPU kernel has no CPU lowering)")
+    config = _config(workload["hidden"])
+    kernel = tilelang.compile(_kernel(workload["tokens"], workload["hidden"], dtype, **config),
+                              target=aot.tilelang_target(device))
+
+    def rmsnorm(x, weight, out):
+        kernel(x, weight, out)
+
+    rmsnorm.config = dict(config, target=aot.tilelang_target(device))
+    return rmsnorm
+
+
+def compile_for(workload, dtype, device, variant):
+    config = _config(workload["hidden"])
+    func = _kernel(workload["tokens"], workload["hidden"], dtype, **config)
+    return aot.tilelang_compile_for(func, device, config)

@@ -1,0 +1,14 @@
+"""Eager PyTorch: torch.nn.functional.rms_norm, the framework's own op (it allocates its output)."""
+import torch
+
+EPS = 1e-6
+RETURNS_OUTPUT = True  # F.rms_norm allocates; copying into `out` would add a pass the framework never makes
+
+
+def build(workload, dtype, device, variant):
+    shape = (workload["hidden"],)
+
+    def rmsnorm(x, weight, out):
+        return torch.nn.functional.rms_norm(x, shape, weight, EPS)
+
+    return rmsnorm

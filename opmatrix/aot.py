@@ -1,0 +1,61 @@
+"""Compile-only builds for implementations: answer "does it even build for that device?" where no host has it.
+
+Used from `compile_for` in kernels/<op>/<backend>.py. Each helper returns the dict `compile_for` must return:
+{"status": "compiles" | "lowers", "what": <what was built>, "config": {...}}. Framework imports stay inside the
+functions: the engine imports this module without TileLang or Triton.
+"""
+from __future__ import annotations
+
+import shutil
+
+from opmatrix.plugins import Unsupported
+
+
+def tilelang_target(device) -> dict:
+    """CUDA with the 'a' features on Hopper/Blackwell (wgmma, setmaxnreg need sm_90a), or HIP by gfx arch."""
+    if device.vendor == "nvidia":
+        return {"kind": "cuda", "arch": device.arch + ("a" if device.arch in ("sm_90", "sm_100") else "")}
+    if device.vendor == "amd":
+        return {"kind": "hip", "mcpu": device.arch}
+    raise Unsupported("compile-only builds are for GPUs")
+
+
+def tilelang_compile_for(func, device, config: dict) -> dict:
+    """A binary where the device's compiler is here (nvcc; hipcc for AMD), else the device source (lowers)."""
+    import tilelang
+    from tvm.target import Target
+
+    target = tilelang_target(device)
+    config = dict(config, target=target)
+    if device.vendor == "nvidia" or shutil.which("hipcc"):
+        source = str(tilelang.compile(func, target=target, execution_backend="tvm_ffi").get_kernel_source())
+        mma = " using wgmma" if "wgmma" in source else ""
+        arch = target.get("arch", target.get("mcpu"))
+        return {"status": "compiles", "config": config, "what": f"{arch} binary{mma} ({len(source)}-char source)"}
+    with Target(target):
+        artifact = tilelang.lower(func, target=Target(target), enable_device_compile=False)
+    return {"status": "lowers", "config": config,
+            "what": f"HIP source for {device.arch} ({len(str(artifact.kernel_source))} chars; no hipcc for a binary)"}
+
+
+def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, device) -> dict:
+    """Ahead-of-time Triton compile for the device (CUDA cubin or AMD hsaco); needs no GPU and no ROCm.
+    Pointer arguments (names ending in _ptr) get the dtype, `eps`-like float arguments fp32, the rest i32."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    if not device.is_gpu:
+        raise Unsupported("compile-only builds are for GPUs")
+    elem = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}[dtype]
+    signature = {name: ("constexpr" if name in constexprs else elem if name.endswith("_ptr")
+                        else "fp32" if name in ("eps",) else "i32") for name in kernel.arg_names}
+    if device.vendor == "nvidia":
+        target, binary = GPUTarget("cuda", int(device.arch.removeprefix("sm_").rstrip("a")), 32), "cubin"
+    else:
+        target, binary = GPUTarget("hip", device.arch, 64), "hsaco"
+    compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs), target=target,
+                              options=options)
+    mma = " using wgmma" if "wgmma" in compiled.asm.get("ptx", "") else ""
+    return {"status": "compiles", "config": dict(constexprs, **options),
+            "what": f"{device.arch} {binary}{mma} ({len(compiled.asm[binary])} bytes)"}
