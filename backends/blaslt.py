@@ -1,14 +1,11 @@
 """The vendor's fused path: cuBLASLt (NVIDIA) / hipBLASLt (AMD) matmul with the activation applied in the GEMM
 epilogue, reached through torch (`torch._addmm_activation`). No compiler of ours involved: what the vendor library
 gives for free when the framework asks for the fused op."""
-from opmatrix.plugins import Unavailable
+from opmatrix.plugins import Unavailable, require
 
 
 def available() -> str:
-    try:
-        import torch
-    except ImportError as exc:
-        raise Unavailable(f"torch is not importable in this environment: {exc}") from None
+    torch = require("torch")
     if not hasattr(torch, "_addmm_activation"):
         raise Unavailable(f"torch {torch.__version__} has no _addmm_activation (fused GEMM epilogue)")
     return torch.__version__

@@ -1,14 +1,9 @@
 """TileLang: tile-level kernels compiled through TVM to CUDA (NVIDIA), HIP (AMD) or C (CPU)."""
-from opmatrix.plugins import Unavailable
+from opmatrix.plugins import require
 
 
 def available() -> str:
-    try:
-        import tilelang
-    except ImportError as exc:
-        raise Unavailable(f"tilelang is not importable in this environment: {exc}") from None
-    except Exception as exc:  # tilelang loads native libraries at import; a broken install is not a kernel bug
-        raise Unavailable(f"tilelang failed to import: {type(exc).__name__}: {exc}") from None
+    tilelang = require("tilelang")
     return tilelang.__version__
 
 

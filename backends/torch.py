@@ -1,14 +1,11 @@
 """PyTorch eager: the framework baseline every other backend is compared against."""
-from opmatrix.plugins import Unavailable
+from opmatrix.plugins import require
 
 BASELINE = True
 
 
 def available() -> str:
-    try:
-        import torch
-    except ImportError as exc:
-        raise Unavailable(f"torch is not importable in this environment: {exc}") from None
+    torch = require("torch")
     return torch.__version__
 
 

@@ -2,16 +2,13 @@
 import importlib.util
 import shutil
 
-from opmatrix.plugins import Unavailable
+from opmatrix.plugins import Unavailable, require
 
 COMPILES_ON_FIRST_CALL = True  # dynamo traces and inductor compiles at the first call
 
 
 def available() -> str:
-    try:
-        import torch
-    except ImportError as exc:
-        raise Unavailable(f"torch is not importable in this environment: {exc}") from None
+    torch = require("torch")
     if not hasattr(torch, "compile"):
         raise Unavailable(f"torch {torch.__version__} has no torch.compile")
     return torch.__version__

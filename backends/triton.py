@@ -1,15 +1,12 @@
 """Triton: block-level kernels JIT-compiled for NVIDIA and AMD GPUs. On CPU only its interpreter runs them
 (TRITON_INTERPRET=1, numpy underneath): correct results, no meaningful speed, so CPU rows are correctness-only."""
-from opmatrix.plugins import Unavailable
+from opmatrix.plugins import require
 
 COMPILES_ON_FIRST_CALL = True
 
 
 def available() -> str:
-    try:
-        import triton
-    except ImportError as exc:
-        raise Unavailable(f"triton is not importable in this environment: {exc}") from None
+    triton = require("triton")
     return triton.__version__
 
 

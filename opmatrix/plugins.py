@@ -31,6 +31,18 @@ class Unavailable(Exception):
     """Raised by a backend's available(): its package cannot be imported here (reason in message)."""
 
 
+def require(module: str):
+    """Import a backend's package, or raise Unavailable saying why: the common first line of available()."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise Unavailable(f"{module} is not importable in this environment: {exc}") from None
+    except Exception as exc:  # packages that load native libraries at import: a broken install, not a kernel bug
+        raise Unavailable(f"{module} failed to import: {type(exc).__name__}: {exc}") from None
+
+
 def module_file(name: str) -> str:
     """Backend 'torch-compile' lives in torch_compile.py."""
     return name.replace("-", "_") + ".py"

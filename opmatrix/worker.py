@@ -80,14 +80,8 @@ class Worker:
         if compile_only:
             self._compile_only(impl, workload)
             return
-        self.phase("build")
         start = time.perf_counter()
-        try:
-            fn = impl.build(workload, job["dtype"], dev, job["variant"])
-        except Unsupported as exc:
-            raise JobFailed(status.UNSUPPORTED, str(exc)) from None
-        except Exception as exc:
-            raise JobFailed(status.COMPILE_ERROR, _describe(exc) + "\n" + traceback.format_exc(limit=-3)) from None
+        fn = self._build(impl.build, workload)
         res.config = json.dumps(getattr(fn, "config", {}), sort_keys=True, default=str)
 
         self.phase("first_call")
@@ -144,6 +138,16 @@ class Worker:
         res.status = status.OK
         self.phase("done")
 
+    def _build(self, make, workload):
+        """build / compile_for: Unsupported is a coverage answer, any other exception a compile error."""
+        self.phase("build")
+        try:
+            return make(workload, self.job["dtype"], self.device, self.job["variant"])
+        except Unsupported as exc:
+            raise JobFailed(status.UNSUPPORTED, str(exc)) from None
+        except Exception as exc:
+            raise JobFailed(status.COMPILE_ERROR, _describe(exc) + "\n" + traceback.format_exc(limit=-3)) from None
+
     def _compile_only(self, impl, workload) -> None:
         """No host has the device: build (or lower) for it here, never run. Status compiles / lowers."""
         job, res, dev = self.job, self.result, self.device
@@ -151,14 +155,8 @@ class Worker:
             raise JobFailed(status.NO_HOST, f"no host of this run has device {dev.id!r}, and "
                             f"kernels/{job['kernel']}/{plugins.module_file(job['backend'])} offers no "
                             "compile-only build (compile_for)")
-        self.phase("build")
         start = time.perf_counter()
-        try:
-            built = impl.compile_for(workload, job["dtype"], dev, job["variant"])
-        except Unsupported as exc:
-            raise JobFailed(status.UNSUPPORTED, str(exc)) from None
-        except Exception as exc:
-            raise JobFailed(status.COMPILE_ERROR, _describe(exc) + "\n" + traceback.format_exc(limit=-3)) from None
+        built = self._build(impl.compile_for, workload)
         res.compile_s = time.perf_counter() - start
         if built["status"] not in status.BUILD_ONLY:
             raise JobFailed(status.RUNTIME_ERROR, f"compile_for returned status {built['status']!r}, "
