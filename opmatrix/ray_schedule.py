@@ -120,8 +120,9 @@ class RayScheduler:
         self.queue = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_RESOURCE: 0.001}})
         self.runs: dict[int, CellRun] = {}
         self.tasks: dict = {}  # task ref -> tag
-        cpu_nodes = {name: n for name, n in resources.cluster_devices(ray.nodes()).items()
-                     if name.startswith(resources.PREFIX + "cpu.")}
+        offered = resources.cluster_devices(ray.nodes())
+        self.host_tokens = resources.HOST in offered  # hosts started with `opmatrix host-resources` have them
+        cpu_nodes = {name: n for name, n in offered.items() if name.startswith(resources.PREFIX + "cpu.")}
         for plan in plans:
             device = plan["cell"]["device"]
             compile_only = compile_plan(plan) if device["id"] not in routes else None
@@ -192,10 +193,14 @@ class RayScheduler:
             progress.finished(run.plan["cell"]["id"])
 
     def _submit(self, run: CellRun) -> None:
-        gpu = run.plan["cell"]["device"]["vendor"] != "cpu" and run.plan.get("mode") != "compile"
+        compile_only = run.plan.get("mode") == "compile"
+        gpu = run.plan["cell"]["device"]["vendor"] != "cpu" and not compile_only
+        needs = {} if compile_only else {run.resource: 1}
+        if self.host_tokens:  # a CPU timing cell holds its host alone; the others share it
+            needs[resources.HOST] = resources.SHARED if gpu or compile_only else 1.0
         tag = next(self.tags)
         self.runs[tag] = run
-        ref = cell_task.options(num_cpus=1, num_gpus=1 if gpu else 0, resources={run.resource: 1}).remote(
+        ref = cell_task.options(num_cpus=1, num_gpus=1 if gpu else 0, resources=needs).remote(
             run.plan, self.queue, tag)
         self.tasks[ref] = tag
 

@@ -3,7 +3,8 @@
 Each device model becomes a Ray custom resource whose name carries vendor, arch and model:
     opmatrix.gpu.nvidia.sm_90.NVIDIA-H200 = <number of such GPUs>
     opmatrix.cpu.x86_64.AMD-EPYC          = 1   (one CPU cell at a time per host: CPU timings must not overlap)
-plus node labels (opmatrix.io/vendor, /arch, /gpu) for people and label selectors. A cell asks for its device's
+plus `opmatrix.host = 1`, so a CPU timing cell can hold its host alone, and node labels (opmatrix.io/vendor,
+/arch, /gpu) for people and label selectors. A cell asks for its device's
 resource (and `num_gpus=1`), so Ray places it only on a node that has the device and hands it one GPU.
 """
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections import defaultdict
 from opmatrix.hosts import HostDevice
 
 PREFIX = "opmatrix."
+HOST = PREFIX + "host"  # 1 per host: a CPU timing cell takes all of it, every other cell a sliver
+SHARED = 0.01  # what a GPU or compile-only cell takes of HOST: many share a host, none beside a CPU timing cell
 
 
 def slug(name: str) -> str:
@@ -44,6 +47,7 @@ def parse_resource(name: str) -> HostDevice | None:
 
 def host_resources(devices: list[HostDevice]) -> dict[str, float]:
     counts: dict[str, float] = defaultdict(float)
+    counts[HOST] = 1.0
     for d in devices:
         counts[resource_name(d)] = 1.0 if d.vendor == "cpu" else counts[resource_name(d)] + 1.0
     return dict(counts)

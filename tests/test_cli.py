@@ -43,7 +43,8 @@ def test_resource_names_round_trip_to_host_devices():
     mi300 = HostDevice("amd", "", "AMD Instinct MI300X", "gfx942")
     cpu = HostDevice("cpu", "", "Intel(R) Xeon(R) Processor", "x86_64")
     assert resources.host_resources([cpu, h200, h200]) == {
-        "opmatrix.cpu.x86_64.Intel-R-Xeon-R-Processor": 1.0, "opmatrix.gpu.nvidia.sm_90.NVIDIA-H200": 2.0}
+        "opmatrix.cpu.x86_64.Intel-R-Xeon-R-Processor": 1.0, "opmatrix.gpu.nvidia.sm_90.NVIDIA-H200": 2.0,
+        "opmatrix.host": 1.0}
     assert resources.parse_resource(resources.resource_name(h200)) == h200
     assert resources.parse_resource(resources.resource_name(mi300)) == mi300
     assert resources.parse_resource(resources.resource_name(cpu)).arch == "x86_64"

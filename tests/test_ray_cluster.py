@@ -9,6 +9,7 @@ arrived.
 """
 import os
 import signal
+from datetime import datetime
 import textwrap
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.conftest import probe_adapter, write_plugins
 H200 = "opmatrix.gpu.nvidia.sm_90.NVIDIA-H200"
 MI300X = "opmatrix.gpu.amd.gfx942.AMD-Instinct-MI300X"
 CPU = "opmatrix.cpu.x86_64.Test-CPU"
+HOST = "opmatrix.host"
 
 IMPL = '''
 import time
@@ -105,9 +107,9 @@ def _kill_leftovers(marker: str) -> None:
 def cluster():
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     nodes = {
-        "h200-a": cluster.add_node(num_cpus=1, num_gpus=1, resources={H200: 1}),
-        "mi300x": cluster.add_node(num_cpus=1, num_gpus=1, resources={MI300X: 1}),
-        "cpu": cluster.add_node(num_cpus=1, resources={CPU: 1}),
+        "h200-a": cluster.add_node(num_cpus=1, num_gpus=1, resources={H200: 1, HOST: 1}),
+        "mi300x": cluster.add_node(num_cpus=1, num_gpus=1, resources={MI300X: 1, HOST: 1}),
+        "cpu": cluster.add_node(num_cpus=1, resources={CPU: 1, HOST: 1}),
     }
     cluster.wait_for_nodes()
     yield cluster, nodes
@@ -192,7 +194,7 @@ def test_results_stream_back_while_the_cell_runs(routed):
 
 def test_lost_node_is_retried_on_another_node_with_the_device(cluster, root):
     c, nodes = cluster
-    spare = c.add_node(num_cpus=1, num_gpus=1, resources={H200: 1})
+    spare = c.add_node(num_cpus=1, num_gpus=1, resources={H200: 1, HOST: 1})
     c.wait_for_nodes()
     ids = {node_id(nodes["h200-a"]): nodes["h200-a"], node_id(spare): spare}
     killed = []
@@ -231,8 +233,27 @@ def test_lost_node_without_a_replacement_is_lost_and_keeps_what_arrived(cluster,
     assert time.monotonic() - start < 90  # it did not wait for a node that will never come
 
 
+def test_cpu_timing_cell_never_shares_its_host_with_another_cell(cluster, root):
+    """One host with a CPU and a GPU and CPU cores to spare: the CPU cell holds the host token alone, so the
+    GPU cell runs before or after it, never beside it (CPU timings would be disturbed)."""
+    c, _ = cluster
+    c.add_node(num_cpus=2, num_gpus=1, resources={"opmatrix.cpu.x86_64.Combo-CPU": 1,
+                                                  "opmatrix.gpu.nvidia.sm_89.NVIDIA-L4": 1, HOST: 1})
+    c.wait_for_nodes()
+    devices = ('[[device]]\nid = "combo-cpu"\nvendor = "cpu"\narch = "x86_64"\nname = "Combo"\n'
+               '[[device]]\nid = "l4"\nvendor = "nvidia"\narch = "sm_89"\nname = "L4"\n')
+    results, _ = run_scheduler(c, root, "exclusive", devices, workloads='["slow"]')
+    assert {r.device: r.status for r in results} == {"combo-cpu": "ok", "l4": "ok"}
+    assert len({r.node for r in results}) == 1  # the same host
+    spans = sorted((datetime.fromisoformat(r.started_at).timestamp(), r.duration_s) for r in results)
+    (first_start, first_len), (second_start, _) = spans
+    assert second_start >= first_start + first_len - 1  # one after the other (start times are whole seconds)
+
+
 def test_embedded_run_starts_its_own_ray_beside_a_running_cluster(cluster, root):
-    """Without an address, a run never attaches to some other Ray on the machine: it starts and stops its own."""
+    """Without an address, a run never attaches to some other Ray on the machine: it starts and stops its own.
+    Last in this module: after a process has started and stopped its own local Ray beside a running cluster,
+    Ray 2.60 no longer starts actors for that process on the cluster (one `opmatrix run` is one process)."""
     devices = '[[device]]\nid = "cpu"\nvendor = "cpu"\narch = "auto"\n'
     (root / "embedded.toml").write_text(matrix_text(root, devices, '["quick"]'))
     run_dir = run_mod.run(root / "embedded.toml", reports_dir=root / "reports", run_id="embedded",
