@@ -99,9 +99,9 @@ class RayScheduler:
             gpus = gpus[: self.num_gpus]
         advertised = [d for d in local if d.vendor == "cpu"] + gpus
         # address="local": always a fresh instance of our own, even when another Ray runs on this machine
-        ray.init(address="local", num_cpus=os.cpu_count(), num_gpus=len(gpus), resources=resources.host_resources(advertised),
-                 labels=resources.host_labels(advertised), include_dashboard=False, runtime_env=runtime_env,
-                 log_to_driver=False)
+        ray.init(address="local", num_cpus=os.cpu_count(), num_gpus=len(gpus),
+                 resources=resources.host_resources(advertised), labels=resources.host_labels(advertised),
+                 include_dashboard=False, runtime_env=runtime_env, log_to_driver=False)
         self.embedded = True
         return self
 
@@ -116,11 +116,12 @@ class RayScheduler:
         return f"{kind}: {len(alive)} node(s); devices: {offered or 'none advertised'}"
 
     def run(self, plans: list[dict], matrix_devices: list, progress) -> Iterator[Result]:
-        routes = route(matrix_devices, ray.nodes())
+        nodes = ray.nodes()
+        routes = route(matrix_devices, nodes)
         self.queue = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_RESOURCE: 0.001}})
         self.runs: dict[int, CellRun] = {}
         self.tasks: dict = {}  # task ref -> tag
-        offered = resources.cluster_devices(ray.nodes())
+        offered = resources.cluster_devices(nodes)
         self.host_tokens = resources.HOST in offered  # hosts started with `opmatrix host-resources` have them
         cpu_nodes = {name: n for name, n in offered.items() if name.startswith(resources.PREFIX + "cpu.")}
         for plan in plans:

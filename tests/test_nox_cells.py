@@ -117,6 +117,11 @@ name = "rmsnorm"
 backends = ["torch", "tilelang", "triton"]
 workloads = {{ cpu = ["ragged_1000"], nvidia = ["odd_5120"] }}
 dtypes = {{ cpu = ["float32"], nvidia = ["bfloat16"] }}
+[[kernel]]
+name = "flash_attention"
+backends = ["torch", "triton"]
+workloads = {{ cpu = ["b1_h2_s127_d64_causal"], nvidia = ["b8_h32_s4096_d128_causal"] }}
+dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
 """)
     run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="cpu-all", scratch_root=tmp_path / "scratch")
     full = pd.read_parquet(run_dir / "results.parquet")
@@ -126,6 +131,11 @@ dtypes = {{ cpu = ["float32"], nvidia = ["bfloat16"] }}
     assert norm[("cpu", "tilelang")].status == "unsupported"  # a gap: the CPU needs its own implementation
     assert norm[("h200", "tilelang")].status == "compiles" and norm[("h200", "triton")].status == "compiles"
     assert norm[("h200", "torch")].status == "no_host"
+    attn = {(r.device, r.backend, r.variant): r for r in full[full.kernel == "flash_attention"].itertuples()}
+    assert attn[("cpu", "torch", "math")].status == "ok" and attn[("cpu", "torch", "math")].rel_err < 1e-5
+    assert attn[("cpu", "torch", "cudnn")].status == "unsupported"  # each SDPA backend is its own row
+    assert attn[("cpu", "triton", "default")].status == "ok" and attn[("cpu", "triton", "default")].rel_err < 1e-5
+    assert attn[("h200", "triton", "default")].status == "compiles"
     df = full[full.kernel == "gemm_relu"]
     got = {(r.device, r.backend, r.variant): r for r in df.itertuples()}
     for backend in ("torch", "torch-compile"):

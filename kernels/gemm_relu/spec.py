@@ -57,7 +57,7 @@ def make_output(w: dict, dtype: str, device: str):
     return torch.empty(w["M"], w["N"], device=device, dtype=getattr(torch, dtype))
 
 
-def reference(inputs: tuple):
+def reference(inputs: tuple, w: dict):
     """relu(A @ B) in float64 through the framework, on the inputs as given (already rounded to the dtype)."""
     import torch
 

@@ -56,7 +56,7 @@ def make_output(w: dict, dtype: str, device: str):
     return torch.empty(w["tokens"], w["hidden"], device=device, dtype=getattr(torch, dtype))
 
 
-def reference(inputs: tuple):
+def reference(inputs: tuple, w: dict):
     import torch
 
     x, weight = (t.double() for t in inputs)
