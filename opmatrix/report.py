@@ -29,8 +29,8 @@ def _label(backend: str, variant: str) -> str:
 
 
 def _present(value) -> bool:
-    """A stored number that is really there: not None (older rows, object columns) and not NaN."""
-    return value is not None and value == value
+    """A stored number that is really there (the loader stores missing numbers as NaN)."""
+    return value == value
 
 
 def _fmt(value, digits: int = 3) -> str:
@@ -120,12 +120,12 @@ def measurement(df) -> Section:
                           if _present(v))
         known = g.clock_dropped.dropna()
         dropped = f"{int(known.astype(bool).sum())}/{len(known)}" if len(known) else "no telemetry"
-        stability = g.stability_pct.astype(float)
+        stability = g.stability_pct
         worst = g.loc[stability.idxmax()] if stability.notna().any() else None
         rows.append([device, peaks, _fmt(g.ceiling_gbps.iloc[0], 4), _fmt(stability.median(), 2),
                      f"{worst['stability_pct']:.2g}% ({_label(worst['backend'], worst['variant'])} "
                      f"{worst['workload']} {worst['dtype']})" if worst is not None else "", dropped])
-    unstable = timed[(timed.stability_pct.astype(float) > 2) | timed.clock_dropped.fillna(False).astype(bool)]
+    unstable = timed[(timed.stability_pct > 2) | timed.clock_dropped.fillna(False).astype(bool)]
     extra = [f"{r.device} {r.kernel} {r.workload} {r.dtype} {_label(r.backend, r.variant)}: second timing "
              f"{r.stability_pct:.1f}% off" + (f", clock {r.sm_mhz_start:.0f} -> {r.sm_mhz_end:.0f} MHz "
                                               f"[{r.clock_events}]" if r.clock_dropped else "")

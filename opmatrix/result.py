@@ -102,6 +102,7 @@ class Result:
 
 
 COLUMNS = [f.name for f in dataclasses.fields(Result)]
+NUMERIC = [f.name for f in dataclasses.fields(Result) if f.type == "float | None"]
 
 
 def clean_float(value: float | None) -> float | None:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.result import COLUMNS, Result
+from opmatrix.result import COLUMNS, NUMERIC, Result
 
 KEY = ["cell", "kernel", "workload", "dtype", "backend", "variant"]
 RESULTS_JSONL = "results.jsonl"
@@ -62,6 +62,8 @@ def frame(results: list[Result]):
     import pandas as pd
 
     df = pd.DataFrame([vars(r) for r in results], columns=COLUMNS)
+    # Numbers are floats whatever the rows hold: a field absent from older rows (None) becomes NaN, not object.
+    df[NUMERIC] = df[NUMERIC].astype("float64")
     return df.drop_duplicates(subset=["run_id"] + KEY, keep="last").reset_index(drop=True)
 
 
