@@ -119,7 +119,7 @@ workloads = {{ cpu = ["ragged_1000"], nvidia = ["odd_5120"] }}
 dtypes = {{ cpu = ["float32"], nvidia = ["bfloat16"] }}
 [[kernel]]
 name = "flash_attention"
-backends = ["torch", "triton"]
+backends = ["torch", "tilelang", "triton"]
 workloads = {{ cpu = ["b1_h2_s127_d64_causal"], nvidia = ["b8_h32_s4096_d128_causal"] }}
 dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
 """)
@@ -136,6 +136,9 @@ dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
     assert attn[("cpu", "torch", "cudnn")].status == "unsupported"  # each SDPA backend is its own row
     assert attn[("cpu", "triton", "default")].status == "ok" and attn[("cpu", "triton", "default")].rel_err < 1e-5
     assert attn[("h200", "triton", "default")].status == "compiles"
+    assert attn[("h200", "tilelang", "default")].status == "compiles"
+    assert "sm_90a binary using wgmma" in attn[("h200", "tilelang", "default")].error
+    assert attn[("cpu", "tilelang", "default")].status == "unsupported"
     df = full[full.kernel == "gemm_relu"]
     got = {(r.device, r.backend, r.variant): r for r in df.itertuples()}
     for backend in ("torch", "torch-compile"):
