@@ -3,7 +3,7 @@ large device-to-device copy (the memory ceiling, bytes read + written). Datashee
 this device, driver and library reach today, timed the same way as every kernel (opmatrix.measure). Each result
 is then placed against the roofline: bound = max(flops / peak, min_bytes / bandwidth); roofline_pct = bound / time.
 
-Run as `python -m opmatrix.ceilings DEVICE DTYPE...` inside the cell's environment; prints JSON."""
+Run as `python -m opmatrix.ceilings OUT DEVICE DTYPE...` inside the cell's environment; writes JSON to OUT."""
 from __future__ import annotations
 
 import json
@@ -46,5 +46,6 @@ def roofline_pct(flops: float | None, min_bytes: float | None, median_ms: float 
     return 100.0 * bound_s / (median_ms / 1e3)
 
 
-if __name__ == "__main__":
-    json.dump(measure_ceilings(sys.argv[1], sys.argv[2:]), sys.stdout)
+if __name__ == "__main__":  # python -m opmatrix.ceilings OUT DEVICE DTYPE...
+    with open(sys.argv[1], "w") as fh:
+        json.dump(measure_ceilings(sys.argv[2], sys.argv[3:]), fh)

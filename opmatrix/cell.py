@@ -23,7 +23,7 @@ from opmatrix.result import Result
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
 STDERR_TAIL_CHARS = 4000
-FACTS_TIMEOUT_S = 300
+PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls)
 
 
 def _tail(path: Path) -> str:
@@ -57,22 +57,12 @@ def _run_process(args: list[str], env: dict, log: Path, timeout_s: float) -> tup
             raise
 
 
-def probe_facts(vendor: str, scratch: Path) -> dict:
-    out = scratch / "facts.json"
-    code, _ = _run_process([sys.executable, "-c", "import json,sys; from opmatrix.facts import probe; "
-                            f"open({str(out)!r}, 'w').write(json.dumps(probe({vendor!r})))"],
-                           dict(os.environ), scratch / "facts.log", FACTS_TIMEOUT_S)
-    if code == 0 and out.is_file():
-        return json.loads(out.read_text())
-    return {"runtime": f"facts probe failed: {_tail(scratch / 'facts.log')[-300:]}"}
-
-
-def probe_ceilings(torch_device: str, dtypes: list[str], scratch: Path) -> dict:
-    out = scratch / "ceilings.json"
-    code, _ = _run_process([sys.executable, "-c", "import json; from opmatrix.ceilings import measure_ceilings; "
-                            f"open({str(out)!r}, 'w').write(json.dumps(measure_ceilings({torch_device!r}, "
-                            f"{dtypes!r})))"], dict(os.environ), scratch / "ceilings.log", FACTS_TIMEOUT_S)
-    return json.loads(out.read_text()) if code == 0 and out.is_file() else {}
+def probe(module: str, args: list[str], scratch: Path) -> dict | None:
+    """Run `python -m opmatrix.<module> OUT ARGS...` in this environment with a time limit; its JSON, or None."""
+    out = scratch / f"{module}.json"
+    code, _ = _run_process([sys.executable, "-m", f"opmatrix.{module}", str(out), *args], dict(os.environ),
+                           scratch / f"{module}.log", PROBE_TIMEOUT_S)
+    return json.loads(out.read_text()) if code == 0 and out.is_file() else None
 
 
 class CellRunner:
@@ -82,12 +72,13 @@ class CellRunner:
         self.scratch = Path(plan["scratch_dir"])
         self.scratch.mkdir(parents=True, exist_ok=True)
         d = self.cell["device"]
-        self.facts = probe_facts(d["vendor"], self.scratch)
+        self.facts = probe("facts", [d["vendor"]], self.scratch) or {
+            "runtime": f"facts probe failed: {_tail(self.scratch / 'facts.log')[-300:]}"}
         arch = d["arch"] if d["arch"] != "auto" else self.facts.get("arch", "")
         self.device = DeviceInfo(d["id"], d["vendor"], arch, self.facts.get("device_name", ""))
         dtypes = sorted({j["dtype"] for j in plan["jobs"]})
         self.ceilings = ({} if plan.get("mode") == "compile" or not plan["jobs"]
-                         else probe_ceilings(self.device.torch, dtypes, self.scratch))
+                         else probe("ceilings", [self.device.torch, *dtypes], self.scratch) or {})
 
     def results(self) -> Iterator[Result]:
         for index, job in enumerate(self.plan["jobs"]):

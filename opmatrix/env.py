@@ -33,7 +33,6 @@ def run_cell_in_env(plan: dict, extra_env: dict | None = None) -> Iterator[Resul
     plan_file = scratch / "plan.json"
     plan_file.write_text(json.dumps(plan, indent=1))
     env = dict(os.environ, OPMATRIX_CELL_PLAN=str(plan_file), **(extra_env or {}))
-    env.setdefault("OPMATRIX_HOST_PYTHON", sys.executable)
     done: set[tuple] = set()
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
     with open(scratch / "nox.log", "w") as log:

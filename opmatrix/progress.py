@@ -9,7 +9,7 @@ from collections import defaultdict
 from rich.live import Live
 from rich.table import Table
 
-from opmatrix.result import Result
+from opmatrix.result import Result, backend_label
 
 COLOURS = {"ok": "green", "no_host": "dim", "unsupported": "yellow", "not_installed": "yellow"}
 
@@ -48,7 +48,7 @@ class ProgressView:
 
     def result(self, r: Result) -> None:
         self.done += 1
-        label = f"{r.kernel} {r.workload} {r.dtype} {r.backend}" + ("" if r.variant == "default" else f"[{r.variant}]")
+        label = f"{r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}"
         self.current[r.cell] = label
         speed = f" {r.median_ms:.4g} ms" if r.median_ms is not None else ""
         colour = COLOURS.get(r.status, "red")

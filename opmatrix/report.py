@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opmatrix import status
+from opmatrix.result import backend_label
 
 ENV_COLUMNS = ["cell", "host", "device_name", "arch", "driver", "runtime", "python", "torch", "tilelang", "triton"]
 
@@ -22,10 +23,6 @@ class Section:
     rows: list[list]
     note: str = ""
     extra: list[str] = field(default_factory=list)
-
-
-def _label(backend: str, variant: str) -> str:
-    return backend if variant == "default" else f"{backend}[{variant}]"
 
 
 def _present(value) -> bool:
@@ -64,7 +61,7 @@ def coverage(df) -> Section:
         for device in devices:
             sub = group[group.device == device]
             cells.append(coverage_cell(sub) if len(sub) else "")
-        rows.append([kernel, _label(backend, variant)] + cells)
+        rows.append([kernel, backend_label(backend, variant)] + cells)
     note = ("one entry per kernel x backend x device over all its workloads and dtypes; `no_host`: no host of this "
             "run has the device; `compiles` / `lowers`: no host has it, but a binary / device source for it was "
             "built on another host (never run, so not `ok`); `unsupported` with no `ok` on a device means that "
@@ -78,7 +75,7 @@ def correctness(df) -> Section:
     for (device, kernel, backend, variant, dtype), g in ran.groupby(["device", "kernel", "backend", "variant",
                                                                      "dtype"]):
         worst = g.rel_err.max()
-        rows.append([device, kernel, _label(backend, variant), dtype, _fmt(worst), _fmt(g.tolerance.iloc[0]),
+        rows.append([device, kernel, backend_label(backend, variant), dtype, _fmt(worst), _fmt(g.tolerance.iloc[0]),
                      int(g.trials.min()), coverage_cell(g)])
     return Section("Correctness", ["device", "kernel", "backend", "dtype", "worst rel_err", "tolerance",
                                    "trials", "status"], rows,
@@ -88,7 +85,7 @@ def correctness(df) -> Section:
 
 def performance(df) -> Section:
     timed = df[(df.status == status.OK) & df.median_ms.notna()].copy()
-    timed["label"] = [_label(b, v) for b, v in zip(timed.backend, timed.variant)]
+    timed["label"] = [backend_label(b, v) for b, v in zip(timed.backend, timed.variant)]
     labels = sorted(timed.label.unique())
     rows = []
     for (device, kernel, workload, dtype), g in timed.groupby(["device", "kernel", "workload", "dtype"]):
@@ -123,10 +120,10 @@ def measurement(df) -> Section:
         stability = g.stability_pct
         worst = g.loc[stability.idxmax()] if stability.notna().any() else None
         rows.append([device, peaks, _fmt(g.ceiling_gbps.iloc[0], 4), _fmt(stability.median(), 2),
-                     f"{worst['stability_pct']:.2g}% ({_label(worst['backend'], worst['variant'])} "
+                     f"{worst['stability_pct']:.2g}% ({backend_label(worst['backend'], worst['variant'])} "
                      f"{worst['workload']} {worst['dtype']})" if worst is not None else "", dropped])
     unstable = timed[(timed.stability_pct > 2) | timed.clock_dropped.fillna(False).astype(bool)]
-    extra = [f"{r.device} {r.kernel} {r.workload} {r.dtype} {_label(r.backend, r.variant)}: second timing "
+    extra = [f"{r.device} {r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}: second timing "
              f"{r.stability_pct:.1f}% off" + (f", clock {r.sm_mhz_start:.0f} -> {r.sm_mhz_end:.0f} MHz "
                                               f"[{r.clock_events}]" if r.clock_dropped else "")
              for r in unstable.itertuples()]
@@ -141,7 +138,7 @@ def compile_times(df) -> Section:
     built = df[df.compile_s.notna()]
     rows = []
     for (device, kernel, backend, variant), g in built.groupby(["device", "kernel", "backend", "variant"]):
-        rows.append([device, kernel, _label(backend, variant), _fmt(g.compile_s.median()), _fmt(g.compile_s.max()),
+        rows.append([device, kernel, backend_label(backend, variant), _fmt(g.compile_s.median()), _fmt(g.compile_s.max()),
                      g.compile_cache.iloc[0]])
     return Section("Compile time (s, first call included)", ["device", "kernel", "backend", "median", "max",
                                                               "cache"], rows)
@@ -149,7 +146,7 @@ def compile_times(df) -> Section:
 
 def failures(df) -> Section:
     bad = df[~df.status.isin([status.OK, status.NO_HOST])]
-    rows = [[r.device, r.kernel, r.workload, r.dtype, _label(r.backend, r.variant), r.status,
+    rows = [[r.device, r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), r.status,
              (r.error or "").splitlines()[0][:160] if r.error else ""] for r in bad.itertuples()]
     hosts = df[df.status == status.NO_HOST].drop_duplicates("device")
     extra = [f"`{r.device}`: no host ({r.error})" for r in hosts.itertuples()]

@@ -101,6 +101,11 @@ class Result:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def backend_label(backend: str, variant: str) -> str:
+    """How a backend and its variant are named in reports and progress: torch, tilelang[cpu]."""
+    return backend if variant == "default" else f"{backend}[{variant}]"
+
+
 COLUMNS = [f.name for f in dataclasses.fields(Result)]
 NUMERIC = [f.name for f in dataclasses.fields(Result) if f.type == "float | None"]
 
