@@ -57,12 +57,20 @@ def _run_process(args: list[str], env: dict, log: Path, timeout_s: float) -> tup
             raise
 
 
+def past_deadline(plan: dict) -> bool:
+    """`opmatrix run --deadline-s`: no job starts after the plan's deadline (seconds since the epoch)."""
+    return bool(plan.get("deadline")) and time.time() >= plan["deadline"]
+
+
 def probe(module: str, args: list[str], scratch: Path) -> dict | None:
     """Run `python -m opmatrix.<module> OUT ARGS...` in this environment with a time limit; its JSON, or None."""
     out = scratch / f"{module}.json"
     code, _ = _run_process([sys.executable, "-m", f"opmatrix.{module}", str(out), *args], dict(os.environ),
                            scratch / f"{module}.log", PROBE_TIMEOUT_S)
     return json.loads(out.read_text()) if code == 0 and out.is_file() else None
+
+
+JOB_SETTINGS = ("trials", "seed", "warmup_ms", "rep_ms", "cuda_graph_below_ms", "crosscheck")
 
 
 class CellRunner:
@@ -82,6 +90,8 @@ class CellRunner:
 
     def results(self) -> Iterator[Result]:
         for index, job in enumerate(self.plan["jobs"]):
+            if past_deadline(self.plan):
+                return  # not started, no row: `opmatrix run --resume` picks these jobs up
             yield self.run_job(index, job)
 
     def run_job(self, index: int, job: dict) -> Result:
@@ -90,8 +100,8 @@ class CellRunner:
         settings = self.plan["settings"]
         payload = dict(job, mode=self.plan.get("mode", "run"), device=vars(self.device),
                        kernels_dir=self.plan["kernels_dir"],
-                       backends_dir=self.plan["backends_dir"], trials=settings["trials"], seed=settings["seed"],
-                       warmup_ms=settings["warmup_ms"], rep_ms=settings["rep_ms"])
+                       backends_dir=self.plan["backends_dir"],
+                       **{key: settings[key] for key in JOB_SETTINGS if key in settings})
         (folder / "job.json").write_text(json.dumps(payload))
         result_path = folder / "result.json"
         env = dict(os.environ)

@@ -6,7 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-from opmatrix import paths
+from opmatrix import paths, status
+
+
+class UsageError(Exception):
+    """Arguments that do not fit together."""
 
 
 def _cmd_run(args) -> int:
@@ -20,7 +24,15 @@ def _cmd_run(args) -> int:
         from opmatrix.ray_schedule import RayScheduler
 
         scheduler = RayScheduler(args.address, args.num_gpus)
-    run(args.matrix, Path(args.reports), args.run_id, scheduler=scheduler)
+    if args.resume and not args.run_id:
+        raise UsageError("--resume continues a run folder: name it with --run-id")
+    redo = frozenset(s.strip() for s in args.redo.split(",") if s.strip())
+    unknown = redo - set(status.ALL)
+    if unknown:
+        raise UsageError(f"--redo {args.redo}: unknown status {', '.join(sorted(unknown))}; statuses: "
+                         f"{', '.join(status.ALL)}")
+    run(args.matrix, Path(args.reports), args.run_id, scheduler=scheduler, resume=args.resume, redo=redo,
+        deadline_s=args.deadline_s)
     return 0
 
 
@@ -89,6 +101,12 @@ def parser() -> argparse.ArgumentParser:
                    "$RAY_ADDRESS, else an embedded local Ray for this run)")
     r.add_argument("--num-gpus", type=int, help="embedded Ray: advertise only the first N local GPUs")
     r.add_argument("--no-ray", action="store_true", help="run this host's cells one after another without Ray")
+    r.add_argument("--resume", action="store_true", help="continue the run folder named by --run-id: run only the "
+                   "jobs it has no result for (or one with a status listed in --redo)")
+    r.add_argument("--redo", default="lost", help="with --resume: comma-separated statuses to run again "
+                   "(default: lost)")
+    r.add_argument("--deadline-s", type=float, help="start no job after this many seconds; the run stays "
+                   "resumable (for time-boxed machines)")
     r.set_defaults(func=_cmd_run)
     rep = sub.add_parser("report", help="rebuild results.parquet and report.md of a run from its results.jsonl")
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
@@ -110,12 +128,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from opmatrix.plugins import PluginError
+    from opmatrix.run import RunExists
     from opmatrix.spec import MatrixError
 
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (MatrixError, PluginError, FileNotFoundError) as exc:
+    except (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists) as exc:
         print(f"opmatrix: {exc}", file=sys.stderr)
         return 2
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from opmatrix import paths, status
-from opmatrix.cell import RESULT_PREFIX
+from opmatrix.cell import RESULT_PREFIX, past_deadline
 from opmatrix.result import Result
 
 LOG_TAIL_LINES = 40
@@ -52,8 +52,8 @@ def run_cell_in_env(plan: dict, extra_env: dict | None = None) -> Iterator[Resul
         except BaseException:
             proc.kill()
             raise
-    if code == 0 and len(done) == len(plan["jobs"]):
-        return
+    if code == 0 and (len(done) == len(plan["jobs"]) or past_deadline(plan)):
+        return  # complete, or stopped at the run's deadline (the rest is left for --resume)
     yield from missing_results(plan, done, code, "\n".join(tail))
 
 

@@ -8,6 +8,17 @@ method is done here with torch.cuda events.
 
 CPU: wall-clock (`time.perf_counter`) around each call. A process-CPU timer would add up the time of every
 thread of a multi-threaded kernel, which is not the latency the caller sees.
+
+Two more views of a GPU row, each from a kept library's timer:
+- `graph_replay`: for launches too short for per-call events (below ~20 µs the CPU launch cost shows in the gap
+  between the events), `triton.testing.do_bench_cudagraph` captures many calls in one CUDA graph and replays it:
+  per-call device time without launch overhead. It does not flush L2 between calls (small working sets stay
+  resident, as they do inside a captured model step), so it is reported beside the event median, never instead.
+- `cupti_kernel_ms`: the cross-check against the GPU's own kernel records: torch.profiler over CUPTI activity
+  (the method of TileLang's profiler backend "cupti", without importing TileLang into every job) sums the device
+  time of every kernel a call launches, L2 flushed between calls and the flush taken out. Events measure from the
+  first launch to the last kernel's end, so the two agree for one-kernel calls and differ by the launch gaps in
+  multi-kernel calls.
 """
 from __future__ import annotations
 
@@ -18,6 +29,8 @@ from typing import Callable
 
 MIN_REPS = 5
 MAX_REPS = 10_000
+FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 so far (H200: 50 MB, MI300X: 256 MB Infinity Cache)
+FLUSH_RANGE = "opmatrix-l2-flush"
 
 
 @dataclass
@@ -45,6 +58,45 @@ def time_callable(fn: Callable[[], object], torch_device: str, warmup_ms: float,
     return Timing([float(s) for s in samples], "cuda-events (triton.testing.do_bench, L2 flushed)")
 
 
+def graph_replay(fn: Callable[[], object], rep_ms: float) -> Timing:
+    """Per-call time of `fn` replayed from a CUDA graph (no launch overhead, L2 warm). Raises if `fn` cannot be
+    captured (host synchronisation, CPU-side control flow on device values)."""
+    from triton.testing import do_bench_cudagraph
+
+    samples = do_bench_cudagraph(fn, rep=rep_ms, return_mode="all")
+    return Timing([float(s) for s in samples], "cuda-graph replay (triton.testing.do_bench_cudagraph)")
+
+
+def cupti_kernel_ms(fn: Callable[[], object], calls: int) -> float:
+    """Mean device time of the kernels one call launches, from CUPTI activity records (torch.profiler, the same
+    method as TileLang's profiler backend "cupti"). L2 flushed before each call inside an annotated range whose
+    device time is taken out again."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            with record_function(FLUSH_RANGE):
+                flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    kernels_us = flush_us = 0.0
+    for event in prof.events():
+        if event.device_type != DeviceType.CUDA:
+            continue
+        if not event.is_user_annotation:
+            kernels_us += event.self_device_time_total
+        elif event.name == FLUSH_RANGE:
+            flush_us += event.self_device_time_total
+    if kernels_us <= flush_us:
+        raise RuntimeError("CUPTI recorded no kernel time for the call (profiler without CUDA activity?)")
+    return (kernels_us - flush_us) / calls / 1e3
+
+
 def _wallclock(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> Timing:
     fn()
     deadline = time.perf_counter() + warmup_ms / 1e3
@@ -62,7 +114,7 @@ def _wallclock(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> Tim
 def _cuda_events(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> Timing:
     import torch
 
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -6,6 +6,7 @@ rendered by either writer.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,8 @@ from pathlib import Path
 from opmatrix import status
 from opmatrix.result import backend_label
 
+CROSSCHECK_MIN_MS = 0.05  # the agreement goal applies to calls of at least 50 µs
+CROSSCHECK_GOAL_PCT = 3.0
 ENV_COLUMNS = ["cell", "host", "device_name", "arch", "driver", "runtime", "python", "torch", "tilelang", "triton"]
 
 
@@ -23,6 +26,7 @@ class Section:
     rows: list[list]
     note: str = ""
     extra: list[str] = field(default_factory=list)
+    optional: bool = False  # left out of report.md when it has no rows (a run that did not ask for it)
 
 
 def _present(value) -> bool:
@@ -97,15 +101,18 @@ def performance(df) -> Section:
                 continue
             r = hit.iloc[0]
             speed = f" ({r.speedup_vs_framework:.2f}x)" if _present(r.speedup_vs_framework) else ""
-            row.append(f"{r.median_ms:.4g} ms{speed}")
+            graph = f"; graph {r.graph_median_ms:.3g}" if _present(r.graph_median_ms) else ""
+            row.append(f"{r.median_ms:.4g} ms{speed}{graph}")
         best = g.loc[g.median_ms.idxmin()]
         roof = f", {best['roofline_pct']:.0f}% of roofline" if _present(best["roofline_pct"]) else ""
         row.append(f"{best['label']}: {best['tflops']:.1f} TFLOP/s{roof}" if best["tflops"] else best["label"])
         rows.append(row)
     extra = [f"timers: {', '.join(sorted(timed.timer.unique()))}"] if len(timed) else []
     return Section("Performance", ["device", "kernel", "workload", "dtype"] + labels + ["fastest"], rows,
-                   "median over repetitions (speed-up against the framework baseline, same cell); compile times "
-                   "below are cold: each job compiles into an empty cache folder of its own", extra)
+                   "median over repetitions (speed-up against the framework baseline, same cell); `graph`: the "
+                   "same call replayed from a CUDA graph, for rows shorter than [run] cuda_graph_below_ms (no launch "
+                   "overhead, L2 not flushed); compile times below are cold: each job compiles into an empty cache "
+                   "folder of its own", extra)
 
 
 def measurement(df) -> Section:
@@ -134,6 +141,41 @@ def measurement(df) -> Section:
                    "timing or the driver reported a power/thermal cap (NVML)", extra)
 
 
+def crosscheck(df) -> Section:
+    """Event medians against the device time CUPTI recorded for the same call's kernels."""
+    checked = df[df.cupti_ms.notna()] if "cupti_ms" in df else df.iloc[:0]
+    rows = [[r.device, r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), _fmt(r.median_ms, 4),
+             _fmt(r.cupti_ms, 4), f"{r.cupti_diff_pct:+.1f}"] for r in checked.itertuples()]
+    long = checked[checked.cupti_ms >= CROSSCHECK_MIN_MS]
+    within = long[long.cupti_diff_pct.abs() <= CROSSCHECK_GOAL_PCT]
+    extra = [f"{len(within)}/{len(long)} calls of >= {CROSSCHECK_MIN_MS * 1e3:.0f} µs within "
+             f"{CROSSCHECK_GOAL_PCT:.0f}% of CUPTI"] if len(long) else []
+    extra += [f"outside: {r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)} "
+              f"{r.cupti_diff_pct:+.1f}%" for r in long.drop(within.index).itertuples()]
+    return Section("Cross-check against CUPTI", ["device", "kernel", "workload", "dtype", "backend", "events ms",
+                                                 "CUPTI kernels ms", "diff %"], rows,
+                   "[run] crosscheck: the same call timed from CUPTI's kernel records (torch.profiler, L2 "
+                   "flushed, flush excluded). CUPTI sums kernel time only; events also count the launch gaps "
+                   "between the kernels of a multi-kernel call (eager matmul then relu, SDPA math)", extra, True)
+
+
+def autotuning(df) -> Section:
+    """Tuned variants: what the autotuner chose, how long it took, and whether a second tuning agreed."""
+    rows = []
+    for r in df[df.config.str.contains('"tuning"', regex=False, na=False)].itertuples():
+        record = json.loads(r.config)
+        tuning = record["tuning"]
+        chosen = ", ".join(f"{k}={v}" for k, v in record["tuned"].items())
+        again = "same" if tuning["stable"] else ", ".join(f"{k}={v}" for k, v in tuning["second_choice"].items())
+        rows.append([r.device, r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), tuning["space"],
+                     " / ".join(f"{t:g}" for t in tuning["seconds"]), chosen,
+                     " / ".join(f"{t:.4g}" for t in tuning["best_ms"]), again])
+    return Section("Autotuning", ["device", "kernel", "workload", "dtype", "backend", "configs", "tuning s (1st / 2nd)",
+                                  "chosen", "best ms (1st / 2nd)", "second tuning chose"], rows,
+                   "TileLang's autotuner, run twice per job from scratch (opmatrix.tune); the first choice is the "
+                   "one measured above; tuning time is part of the compile time", optional=True)
+
+
 def compile_times(df) -> Section:
     built = df[df.compile_s.notna()]
     rows = []
@@ -155,8 +197,8 @@ def failures(df) -> Section:
 
 
 def sections(df) -> list[Section]:
-    return [environments(df), coverage(df), correctness(df), performance(df), measurement(df), compile_times(df),
-            failures(df)]
+    return [environments(df), coverage(df), correctness(df), performance(df), measurement(df), crosscheck(df),
+            autotuning(df), compile_times(df), failures(df)]
 
 
 def markdown(df, manifest: dict) -> str:
@@ -165,8 +207,18 @@ def markdown(df, manifest: dict) -> str:
     lines = [f"# opmatrix run `{manifest.get('run_id', '')}`", "",
              f"matrix `{manifest.get('matrix', '')}` · started {manifest.get('started_at', '')} · "
              f"finished {manifest.get('finished_at', '')} · {len(df)} results "
-             f"({', '.join(f'{s} {n}' for s, n in df.status.value_counts().items())})", ""]
+             f"({', '.join(f'{s} {n}' for s, n in df.status.value_counts().items())})"]
+    left = manifest.get("planned_jobs", len(df)) - len(df)
+    if left > 0:
+        lines += ["", f"**{left} of {manifest['planned_jobs']} planned jobs have no result yet** (the run stopped at "
+                      "its deadline; `opmatrix run ... --resume` continues it)"]
+    if len(manifest.get("sessions", [])) > 1:
+        lines += ["", f"run in {len(manifest['sessions'])} sessions (--resume): " + "; ".join(
+            f"{s['started_at']} {s['jobs']} jobs" for s in manifest["sessions"])]
+    lines += [""]
     for sec in sections(df):
+        if sec.optional and not sec.rows:
+            continue
         lines += [f"## {sec.title}", ""]
         if sec.note:
             lines += [sec.note, ""]

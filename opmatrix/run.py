@@ -31,9 +31,28 @@ def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[dict]:
     return plans
 
 
+class RunExists(Exception):
+    """The run folder already holds results and --resume was not given."""
+
+
+def remaining(plans: list[dict], stored: list, redo: set[str]) -> list[dict]:
+    """--resume: the jobs with no stored row, or whose row's status is one to redo (default: lost)."""
+    done = {r.key() for r in stored if r.status not in redo}
+    left = []
+    for p in plans:
+        jobs = [j for j in p["jobs"] if (p["cell"]["id"], j["kernel"], j["workload"], j["dtype"], j["backend"],
+                                         j["variant"]) not in done]
+        if jobs:
+            left.append(dict(p, jobs=jobs))
+    return left
+
+
 def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str | None = None,
-        console=None, scratch_root: Path = paths.SCRATCH, scheduler=None) -> Path:
-    """Run a matrix file. scheduler: a RayScheduler (default: embedded local Ray) or a LocalScheduler."""
+        console=None, scratch_root: Path = paths.SCRATCH, scheduler=None, resume: bool = False,
+        redo: frozenset[str] = frozenset({"lost"}), deadline_s: float | None = None) -> Path:
+    """Run a matrix file. scheduler: a RayScheduler (default: embedded local Ray) or a LocalScheduler.
+    resume: continue the run folder `run_id`, running only the jobs it has no row for (or a row to redo).
+    deadline_s: start no job after this many seconds; what is left is for a later --resume."""
     from rich.console import Console
 
     console = console or Console()
@@ -41,7 +60,18 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     plan.check_plugins(matrix)
     run_id = run_id or new_run_id(matrix.name)
     plans = cell_plans(matrix, run_id, Path(scratch_root))
+    planned = sum(len(p["jobs"]) for p in plans)
     store = ResultStore(Path(reports_dir) / run_id)
+    stored = store.results()
+    if stored and not resume:
+        raise RunExists(f"{store.run_dir} already holds {len(stored)} results: add --resume to continue it, or "
+                        "choose another --run-id")
+    previous = store.manifest() if resume else {}
+    if resume:
+        plans = remaining(plans, stored, set(redo))
+    if deadline_s is not None:
+        deadline = time.time() + deadline_s
+        plans = [dict(p, deadline=deadline) for p in plans]
     if scheduler is None:
         from opmatrix.ray_schedule import RayScheduler
 
@@ -49,21 +79,26 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
     manifest = {"run_id": run_id, "matrix": str(Path(matrix.source).relative_to(paths.ROOT))
                 if Path(matrix.source).is_relative_to(paths.ROOT) else matrix.source,
-                "started_at": _now(), "driver_host": socket.gethostname(),
-                "cells": {p["cell"]["id"]: len(p["jobs"]) for p in plans},
+                "started_at": previous.get("started_at", _now()), "driver_host": socket.gethostname(),
+                "cells": {p["cell"]["id"]: len(p["jobs"]) for p in cell_plans(matrix, run_id, Path(scratch_root))},
+                "planned_jobs": planned, "sessions": previous.get("sessions", []),
                 "baseline": matrix.acceptance.baseline, "acceptance": matrix.acceptance.model_dump()}
-    total = sum(len(p["jobs"]) for p in plans)
+    session = {"started_at": _now(), "jobs": sum(len(p["jobs"]) for p in plans), "deadline_s": deadline_s}
     with scheduler:
         manifest["scheduler"] = scheduler.describe()
         store.write_manifest(manifest)
-        console.print(f"opmatrix run {run_id}: {len(plans)} cells, {total} jobs; {manifest['scheduler']}")
+        what = "resuming" if resume else "opmatrix run"
+        console.print(f"{what} {run_id}: {len(plans)} cells, {session['jobs']} of {planned} jobs; "
+                      f"{manifest['scheduler']}")
         started = time.perf_counter()
         with ProgressView(plans, console) as progress:
             for result in scheduler.run(plans, matrix.device, progress):
                 store.append(result)
                 progress.result(result)
-        manifest["cells_wall_s"] = round(time.perf_counter() - started, 3)  # scheduler start-up excluded
-    manifest["finished_at"] = _now()
+        session["cells_wall_s"] = round(time.perf_counter() - started, 3)  # scheduler start-up excluded
+    session["finished_at"] = manifest["finished_at"] = _now()
+    manifest["sessions"] = manifest["sessions"] + [session]
+    manifest["cells_wall_s"] = round(sum(s.get("cells_wall_s", 0) for s in manifest["sessions"]), 3)
     store.write_manifest(manifest)
     return finish(store, console)
 
@@ -74,6 +109,11 @@ def finish(store: ResultStore, console) -> Path:
     path = report.write_markdown(df, manifest, store.run_dir / "report.md")
     report.print_terminal(df, console)
     console.print(f"results: {store.run_dir / 'results.parquet'}\nreport:  {path}")
+    left = manifest.get("planned_jobs", len(df)) - len(df)
+    if left > 0:
+        console.print(f"[yellow]{left} of {manifest['planned_jobs']} planned jobs have no result yet (stopped at "
+                      f"the deadline): continue with `opmatrix run {manifest.get('matrix', 'MATRIX')} --run-id "
+                      f"{manifest['run_id']} --resume`[/]")
     return store.run_dir
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from opmatrix import hosts, status
+from opmatrix.cell import past_deadline
 from opmatrix.env import cell_result, run_cell_in_env
 from opmatrix.hosts import HostDevice
 from opmatrix.result import Result
@@ -43,6 +44,8 @@ class LocalScheduler:
     def run(self, plans: list[dict], matrix_devices: list, progress) -> Iterator[Result]:
         assigned = hosts.resolve(matrix_devices, self.local)
         for plan in plans:
+            if past_deadline(plan):
+                return
             device, cell = plan["cell"]["device"], plan["cell"]["id"]
             candidates = assigned.get(device["id"])
             compile_only = compile_plan(plan) if not candidates else None

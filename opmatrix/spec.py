@@ -94,6 +94,10 @@ class RunSettings(_Model):
     seed: int = 0
     warmup_ms: float = Field(25, ge=0)
     rep_ms: float = Field(100, gt=0)
+    cuda_graph_below_ms: float = Field(0.05, ge=0, description="GPU rows whose event median is below this are also "
+                                       "timed by CUDA-graph replay (graph_median_ms); 0 turns it off")
+    crosscheck: bool = Field(False, description="time each GPU row also from CUPTI kernel records "
+                                                "(torch.profiler) and record the agreement with the event median")
     kernels_dir: str | None = None
     backends_dir: str | None = None
     compile_only: bool = Field(True, description="for devices no host has, build (or lower) each kernel for them "

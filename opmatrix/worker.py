@@ -83,6 +83,7 @@ class Worker:
         start = time.perf_counter()
         fn = self._build(impl.build, workload)
         res.config = json.dumps(getattr(fn, "config", {}), sort_keys=True, default=str)
+        res.compile_cache = getattr(fn, "compile_cache", "cold")  # a build may say it reused an earlier one
 
         self.phase("first_call")
         inputs = spec.make_inputs(workload, job["dtype"], dev.torch, job["seed"])
@@ -132,11 +133,32 @@ class Worker:
         res.rerun_median_ms = rerun.median_ms
         res.stability_pct = 100.0 * abs(rerun.median_ms - timing.median_ms) / timing.median_ms
         res.p10_ms, res.p90_ms = timing.quantile(0.1), timing.quantile(0.9)
+        self._extra_views(lambda: fn(*inputs, out))
         seconds = res.median_ms / 1e3
         res.tflops = res.flops / seconds / 1e12 if seconds > 0 else None
         res.gbps = res.min_bytes / seconds / 1e9 if seconds > 0 else None
         res.status = status.OK
         self.phase("done")
+
+    def _extra_views(self, call) -> None:
+        """Optional GPU views beside the event median; a failure is a note, never a failed row. CUPTI goes first:
+        a graph capture that fails can leave the stream unusable."""
+        job, res, notes = self.job, self.result, []
+        if not self.device.is_gpu:
+            return
+        if job.get("crosscheck"):
+            try:
+                calls = int(min(200, max(5, job["rep_ms"] / res.median_ms)))
+                res.cupti_ms = measure.cupti_kernel_ms(call, calls)
+                res.cupti_diff_pct = 100.0 * (res.median_ms - res.cupti_ms) / res.cupti_ms
+            except Exception as exc:
+                notes.append(f"CUPTI cross-check failed: {_describe(exc)}")
+        if res.median_ms < job.get("cuda_graph_below_ms", 0):
+            try:
+                res.graph_median_ms = measure.graph_replay(call, job["rep_ms"]).median_ms
+            except Exception as exc:
+                notes.append(f"CUDA-graph replay failed: {_describe(exc)}")
+        res.timing_notes = "; ".join(notes)
 
     def _build(self, make, workload):
         """build / compile_for: Unsupported is a coverage answer, any other exception a compile error."""

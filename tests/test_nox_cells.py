@@ -90,7 +90,7 @@ def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
     matrix = tmp_path / "cpu.toml"
     matrix.write_text(f"""
 name = "cpu-all"
-backends = ["torch", "torch-compile", "tilelang", "triton"]
+backends = ["torch", "torch-compile", "cutlass", "tilelang", "triton"]
 [run]
 timeout_s = 300
 rep_ms = 20
@@ -122,6 +122,10 @@ name = "flash_attention"
 backends = ["torch", "tilelang", "triton"]
 workloads = {{ cpu = ["b1_h2_s127_d64_causal"], nvidia = ["b8_h32_s4096_d128_causal"] }}
 dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
+[[exclude]]
+kernel = "flash_attention"
+variant = "tuned"
+reason = "the same compile-only path as gemm_relu's tuned variant; saves a build"
 """)
     run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="cpu-all", scratch_root=tmp_path / "scratch")
     full = pd.read_parquet(run_dir / "results.parquet")
@@ -136,9 +140,9 @@ dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
     assert attn[("cpu", "torch", "cudnn")].status == "unsupported"  # each SDPA backend is its own row
     assert attn[("cpu", "triton", "default")].status == "ok" and attn[("cpu", "triton", "default")].rel_err < 1e-5
     assert attn[("h200", "triton", "default")].status == "compiles"
-    assert attn[("h200", "tilelang", "default")].status == "compiles"
-    assert "sm_90a binary using wgmma" in attn[("h200", "tilelang", "default")].error
-    assert attn[("cpu", "tilelang", "default")].status == "unsupported"
+    assert attn[("h200", "tilelang", "fixed")].status == "compiles"
+    assert "sm_90a binary using wgmma" in attn[("h200", "tilelang", "fixed")].error
+    assert attn[("cpu", "tilelang", "fixed")].status == "unsupported"
     df = full[full.kernel == "gemm_relu"]
     got = {(r.device, r.backend, r.variant): r for r in df.itertuples()}
     for backend in ("torch", "torch-compile"):
@@ -146,6 +150,7 @@ dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
         assert r.status == "ok" and r.median_ms > 0 and r.rel_err < 1e-5, r.error
     assert got[("cpu", "tilelang", "cpu")].status == "ok"
     assert got[("cpu", "tilelang", "tile")].status == "unsupported"
+    assert got[("cpu", "tilelang", "tuned")].status == "unsupported"
     assert "needs the separate 'cpu' implementation" in got[("cpu", "tilelang", "tile")].error
     triton = got[("cpu", "triton", "default")]
     assert triton.status == "ok" and triton.timer == "correctness-only" and pd.isna(triton.median_ms)
@@ -153,7 +158,7 @@ dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
     # No GPU here: each GPU job is still a row; where the implementation can build for the device, it is built on
     # this CPU host (compiles: a binary; lowers: device source only) and never run.
     for device in ("h200", "mi300x"):
-        assert len(df[df.device == device]) == 5
+        assert len(df[df.device == device]) == 7
         assert got[(device, "torch", "default")].status == "no_host"
         assert got[(device, "torch-compile", "default")].status == "no_host"
         assert got[(device, "tilelang", "cpu")].status == "unsupported"
@@ -161,8 +166,14 @@ dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
         assert got[(device, "triton", "default")].median_ms != got[(device, "triton", "default")].median_ms  # NaN
     assert "sm_90a binary using wgmma" in got[("h200", "tilelang", "tile")].error
     assert got[("h200", "tilelang", "tile")].status == "compiles"
+    assert got[("h200", "tilelang", "tuned")].status == "compiles"  # its source, at the fixed configuration
     assert "sm_90 cubin using wgmma" in got[("h200", "triton", "default")].error
     assert got[("mi300x", "tilelang", "tile")].status == "lowers"  # HIP source; no hipcc here for a binary
+    # CUTLASS: nvcc builds the sm_90a library here (never run); the CPU and AMD need other implementations.
+    assert got[("h200", "cutlass", "default")].status == "compiles"
+    assert "sm_90a shared library" in got[("h200", "cutlass", "default")].error
+    assert got[("cpu", "cutlass", "default")].status == "unsupported"
+    assert "NVIDIA-only" in got[("mi300x", "cutlass", "default")].error
     assert "gfx942 hsaco" in got[("mi300x", "triton", "default")].error
     report = (run_dir / "report.md").read_text()
     for section in ("## Coverage", "## Correctness", "## Performance", "## Not run, unsupported or failed"):

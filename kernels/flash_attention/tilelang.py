@@ -1,11 +1,17 @@
 """TileLang flash attention forward (the online-softmax technique of TileLang's flash-attention example, written
 here): a program per (query block, head, batch); K and V stream through shared memory in a software pipeline;
 S = Q K^T and O += P V on the tensor cores (T.gemm); running max and sum in fp32 registers. Causal programs stop
-at their diagonal; columns past the sequence end are masked. GPU only (no CPU lowering)."""
-from opmatrix import aot
+at their diagonal; columns past the sequence end are masked. GPU only (no CPU lowering).
+
+Variants: `fixed` (CONFIG) and `tuned` (block sizes, stages and threads chosen per workload by TileLang's
+autotuner on the device; opmatrix.tune tunes twice and records whether the choice held)."""
+from opmatrix import aot, tune
 from opmatrix.plugins import Unsupported
 
+VARIANTS = ("fixed", "tuned")
 CONFIG = {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 256}
+TUNE_SPACE = [dict(block_M=bm, block_N=bn, num_stages=st, threads=128 if bm == 64 else 256)
+              for bm in (64, 128) for bn in (64, 128) for st in (1, 2)]
 LOG2E = 1.4426950408889634
 
 
@@ -74,6 +80,13 @@ def _func(workload, dtype):
                    dtype, **CONFIG)
 
 
+def _tuning_program(batch, heads, seq, dim, causal, dtype):
+    def attention_program(block_M=128, block_N=64, num_stages=2, threads=256):
+        return _kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_stages, threads)
+
+    return attention_program
+
+
 def build(workload, dtype, device, variant):
     import tilelang
 
@@ -82,12 +95,19 @@ def build(workload, dtype, device, variant):
     if dtype == "float32":
         raise Unsupported("the tensor-core kernel takes fp16/bf16 inputs")
     target = aot.tilelang_target(device)
-    kernel = tilelang.compile(_func(workload, dtype), target=target)
+    if variant == "tuned":
+        program = _tuning_program(workload["batch"], workload["heads"], workload["seq"], workload["head_dim"],
+                                  workload["causal"], dtype)
+        kernel, record = tune.tilelang_autotune(program, TUNE_SPACE, target)
+        config = dict(record, target=target)
+    else:
+        kernel = tilelang.compile(_func(workload, dtype), target=target)
+        config = dict(CONFIG, target=target)
 
     def attention(q, k, v, out):
         kernel(q, k, v, out)
 
-    attention.config = dict(CONFIG, target=target)
+    attention.config = config
     return attention
 
 

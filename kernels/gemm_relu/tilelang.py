@@ -2,15 +2,22 @@
 
 - `tile` (NVIDIA CUDA / AMD HIP): shared-memory tiles, a software-pipelined K loop and T.gemm (wgmma on Hopper),
   relu applied to the register accumulator before one store. Fixed tile 128x256x64, 3 stages, 256 threads.
+- `tuned`: the same kernel, its tile sizes, stages, threads and rasterisation chosen by TileLang's autotuner on
+  the device for each workload (opmatrix.tune: tuned twice, the config record says whether the choice held).
 - `cpu` (TileLang's "c" target, cython execution): the GPU version has no CPU lowering (shared memory, thread
   fragments, T.gemm), so the CPU needs its own kernel: local buffers and T.grid loops, fp32 only.
 """
-from opmatrix import aot
+from opmatrix import aot, tune
 from opmatrix.plugins import Unsupported
 
-VARIANTS = ("tile", "cpu")
+VARIANTS = ("tile", "tuned", "cpu")
 
 TILE_CONFIG = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": 10}
+# (block_M, block_N, block_K, stages, threads), each with and without threadblock rasterisation
+TUNE_SPACE = [dict(block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th, swizzle=sw)
+              for bm, bn, bk, st, th in ((128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (128, 128, 64, 3, 256),
+                                         (128, 128, 64, 4, 128), (256, 128, 64, 3, 256), (128, 256, 32, 4, 256))
+              for sw in (10, 0)]
 CPU_CONFIG = {"block_M": 32, "block_N": 32, "block_K": 32}
 
 
@@ -23,7 +30,7 @@ def _tile_kernel(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads,
             A_s = T.alloc_shared((block_M, block_K), dtype)
             B_s = T.alloc_shared((block_K, block_N), dtype)
             acc = T.alloc_fragment((block_M, block_N), "float32")
-            T.use_swizzle(panel_size=swizzle)
+            T.use_swizzle(panel_size=max(swizzle, 1), enable=swizzle > 0)
             T.clear(acc)
             for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, ko * block_K], A_s)
@@ -62,6 +69,13 @@ def _cpu_kernel(M, N, K, dtype, block_M, block_N, block_K):
     return gemm_relu
 
 
+def _tuning_program(M, N, K, dtype):
+    def gemm_relu_program(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle=10):
+        return _tile_kernel(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle)
+
+    return gemm_relu_program
+
+
 def build(workload, dtype, device, variant):
     import tilelang
 
@@ -76,11 +90,15 @@ def build(workload, dtype, device, variant):
         config = CPU_CONFIG
     else:
         if not device.is_gpu:
-            raise Unsupported("the 'tile' kernel (shared memory, thread fragments, T.gemm) has no CPU lowering; "
+            raise Unsupported(f"the '{variant}' kernel (shared memory, thread fragments, T.gemm) has no CPU lowering; "
                               "the CPU needs the separate 'cpu' implementation")
         target = aot.tilelang_target(device)
-        kernel = tilelang.compile(_tile_kernel(M, N, K, dtype, **TILE_CONFIG), target=target)
-        config = dict(TILE_CONFIG, target=target)
+        if variant == "tuned":
+            kernel, record = tune.tilelang_autotune(_tuning_program(M, N, K, dtype), TUNE_SPACE, target)
+            config = dict(record, target=target)
+        else:
+            kernel = tilelang.compile(_tile_kernel(M, N, K, dtype, **TILE_CONFIG), target=target)
+            config = dict(TILE_CONFIG, target=target)
 
     def gemm_relu(a, b, out):
         kernel(a, b, out)
@@ -93,5 +111,6 @@ def compile_for(workload, dtype, device, variant):
     """No host has the device: build the CUDA binary, or for AMD without hipcc lower to HIP source."""
     if variant == "cpu" or not device.is_gpu:
         raise Unsupported("the 'cpu' variant is the CPU's implementation; compile-only builds are for GPUs")
+    # 'tuned' is the same kernel source; with no device to time candidates on, its fixed configuration is built
     func = _tile_kernel(workload["M"], workload["N"], workload["K"], dtype, **TILE_CONFIG)
     return aot.tilelang_compile_for(func, device, TILE_CONFIG)

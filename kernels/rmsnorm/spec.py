@@ -12,6 +12,7 @@ WORKLOADS = {
     "llama_4096": {"tokens": 16384, "hidden": 4096},
     "llama_8192": {"tokens": 8192, "hidden": 8192},
     "odd_5120": {"tokens": 16383, "hidden": 5120},  # an odd token count, a hidden size that is not a power of 2
+    "decode_4096": {"tokens": 8, "hidden": 4096},  # one decode step of a small batch: 64 KB, launch-bound
     # CPU-sized
     "small_1024": {"tokens": 256, "hidden": 1024},
     "ragged_1000": {"tokens": 67, "hidden": 1000},

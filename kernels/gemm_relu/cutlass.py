@@ -1,0 +1,109 @@
+"""CUTLASS 3.x/4.x on Hopper: one warp-specialized TMA + wgmma GEMM with relu fused in its epilogue.
+
+cutlass_gemm_relu.cu (beside this file) builds the kernel from CUTLASS's collective builders: tile 128x256x64,
+cluster 2x1x1 (two CTAs along M share each B tile by TMA multicast), KernelTmaWarpSpecializedCooperative mainloop
+with the stage count CUTLASS derives from the shared memory the epilogue leaves (4 for fp16/bf16), and a
+TmaWarpSpecializedCooperative epilogue computing relu(1 * acc) in fp32 with no C operand (LinCombEltAct<ReLu>,
+ElementC = void). build() compiles it with nvcc (the compile time) into a cached shared library holding both the
+fp16 and the bf16 instance and calls it through ctypes on torch's tensors and current stream.
+
+Coverage: NVIDIA sm_90 only (the sm_90a target: wgmma, TMA, clusters); fp16 and bf16; K and N multiples of 8,
+because TMA needs every row stride 16-byte aligned (A's is K, B's and C's is N). M is free: TMA clips the edges.
+"""
+import ctypes
+from pathlib import Path
+
+from opmatrix import paths, plugins
+from opmatrix.plugins import Unsupported
+
+SOURCE = Path(__file__).with_name("cutlass_gemm_relu.cu")
+FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-shared",
+         "-Xcompiler", "-fPIC", "-Xcompiler", "-Wno-deprecated-declarations", "-DNDEBUG",
+         "-DCUTLASS_ENABLE_TENSOR_CORE_MMA=1"]
+# nvcc 13's -arch=sm_90a shorthand also runs a generic compute_90 pass (embedded PTX) in which wgmma does not
+# exist and the kernel body would compile to nothing; the -gencode form builds the sm_90a machine code alone.
+ALIGNMENT = 8  # elements: 16 bytes of fp16 / bf16
+ENTRY = {"float16": "f16", "bfloat16": "bf16"}
+CONFIG = {"tile_mnk": "128x256x64", "cluster_mnk": "2x1x1", "mainloop": "KernelTmaWarpSpecializedCooperative",
+          "epilogue": "TmaWarpSpecializedCooperative, LinCombEltAct<ReLu>, no C", "accumulate": "float32",
+          "alignment": ALIGNMENT, "arch": "sm_90a"}
+
+_libraries: dict[str, ctypes.CDLL] = {}
+
+
+def _toolchain():
+    """backends/cutlass.py: nvcc, the CUTLASS headers and the cached build."""
+    return plugins.load_backend(paths.BACKENDS, "cutlass")
+
+
+def _check(workload, dtype, device) -> None:
+    """Coverage, decided before anything is compiled or touches a GPU."""
+    if device.vendor == "cpu":
+        raise Unsupported("CUTLASS kernels run on NVIDIA GPUs only")
+    if device.vendor != "nvidia":
+        raise Unsupported("CUTLASS is NVIDIA-only; AMD needs CK/hipBLASLt")
+    if device.arch != "sm_90":
+        raise Unsupported(f"this kernel is written for Hopper (sm_90a: TMA, wgmma, clusters); {device.arch} needs "
+                          "its own CUTLASS kernel")
+    if dtype not in ENTRY:
+        raise Unsupported(f"instantiated for fp16 and bf16 (wgmma with fp32 accumulation), not {dtype}")
+    strides = [("A's row stride K", workload["K"]), ("B's and C's row stride N", workload["N"])]
+    bad = [f"{what}={n} elements ({2 * n} bytes)" for what, n in strides if n % ALIGNMENT]
+    if bad:
+        raise Unsupported(f"TMA needs 16-byte aligned strides: {' and '.join(bad)} is not a multiple of "
+                          f"{ALIGNMENT} elements (16 bytes)")
+
+
+def _library() -> tuple[ctypes.CDLL, Path, bool]:
+    path, built = _toolchain().build_shared_library(SOURCE, FLAGS)
+    if str(path) not in _libraries:
+        lib = ctypes.CDLL(str(path))
+        for suffix in ENTRY.values():
+            entry = getattr(lib, f"opmatrix_gemm_relu_{suffix}")
+            entry.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+            entry.restype = ctypes.c_int
+            getattr(lib, f"opmatrix_cutlass_stages_{suffix}").restype = ctypes.c_int
+        lib.opmatrix_cutlass_config.restype = ctypes.c_char_p
+        _libraries[str(path)] = lib
+    return _libraries[str(path)], path, built
+
+
+def _config(lib, path: Path, dtype: str) -> dict:
+    return dict(CONFIG, stages=int(getattr(lib, f"opmatrix_cutlass_stages_{ENTRY[dtype]}")()),
+                kernel=lib.opmatrix_cutlass_config().decode(), library=path.name)
+
+
+def build(workload, dtype, device, variant):
+    import torch
+
+    _check(workload, dtype, device)
+    lib, path, built = _library()
+    entry = getattr(lib, f"opmatrix_gemm_relu_{ENTRY[dtype]}")
+    M, N, K = workload["M"], workload["N"], workload["K"]
+    torch_dtype = getattr(torch, dtype)
+    err = ctypes.create_string_buffer(1024)
+
+    def gemm_relu(a, b, out):
+        for name, t, shape in (("a", a, (M, K)), ("b", b, (K, N)), ("out", out, (M, N))):
+            if tuple(t.shape) != shape or t.dtype != torch_dtype or not t.is_contiguous() or not t.is_cuda:
+                raise ValueError(f"{name} must be a contiguous {dtype} CUDA tensor of shape {shape}, got "
+                                 f"{tuple(t.shape)} {t.dtype} on {t.device} (contiguous={t.is_contiguous()})")
+        stream = torch.cuda.current_stream(a.device).cuda_stream
+        rc = entry(M, N, K, a.data_ptr(), b.data_ptr(), out.data_ptr(), stream, err, len(err))
+        if rc != 0:
+            raise RuntimeError(f"CUTLASS gemm_relu returned {rc}: {err.value.decode(errors='replace')}")
+
+    gemm_relu.config = _config(lib, path, dtype)
+    gemm_relu.compile_cache = "cold" if built else "warm (library built by an earlier job of this cell)"
+    return gemm_relu
+
+
+def compile_for(workload, dtype, device, variant):
+    """No host has the device: the same nvcc build, never run."""
+    _check(workload, dtype, device)
+    lib, path, _ = _library()
+    root = _toolchain().toolchain()[1]
+    return {"status": "compiles", "config": _config(lib, path, dtype),
+            "what": f"sm_90a shared library ({path.stat().st_size} bytes, "
+                    f"CUTLASS {_toolchain().cutlass_version(root)})"}

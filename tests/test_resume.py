@@ -1,0 +1,59 @@
+"""A run stopped at its deadline keeps what it finished and is continued with --resume: only the jobs without a
+row run again, in the same run folder, through the real nox cell environment."""
+import json
+import textwrap
+
+import pandas as pd
+import pytest
+
+from opmatrix.run import RunExists, run
+from opmatrix.schedule import LocalScheduler
+from tests.conftest import probe_adapter, write_plugins
+
+# The first job sleeps past the deadline in its build: it finishes, the second job is never started.
+SLEEPY = ("import time\n\ndef build(w, dtype, device, variant):\n"
+          "    time.sleep(20 if w['n'] == 256 else 0)\n"
+          "    return lambda x, out: out.copy_(x * 2)\n")
+
+
+def test_deadline_then_resume_runs_only_what_is_left(tmp_path):
+    write_plugins(tmp_path, "probe", {"sleepy": SLEEPY}, probe_adapter("wallclock"))
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(textwrap.dedent("""
+        name = "resume"
+        backends = ["sleepy"]
+        [run]
+        timeout_s = 60
+        rep_ms = 5
+        kernels_dir = "kernels"
+        backends_dir = "backends"
+        [[device]]
+        id = "cpu"
+        vendor = "cpu"
+        arch = "auto"
+        [[toolchain]]
+        name = "host"
+        system = true
+        [[kernel]]
+        name = "probe"
+        workloads = { cpu = ["quick", "small"] }
+        dtypes = { cpu = ["float32"] }
+        """))
+    reports, scratch = tmp_path / "reports", tmp_path / "scratch"
+    folder = run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler(), deadline_s=15)
+    first = pd.read_parquet(folder / "results.parquet")
+    assert list(first.workload) == ["quick"] and list(first.status) == ["ok"]
+    assert "1 of 2 planned jobs have no result yet" in (folder / "report.md").read_text()
+
+    with pytest.raises(RunExists, match="--resume"):
+        run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler())
+
+    run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler(), resume=True)
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    assert [r["workload"] for r in rows] == ["quick", "small"]  # the finished job was not run again
+    final = pd.read_parquet(folder / "results.parquet")
+    assert set(final.status) == {"ok"} and len(final) == 2
+    manifest = json.loads((folder / "run.json").read_text())
+    assert [s["jobs"] for s in manifest["sessions"]] == [2, 1]
+    report = (folder / "report.md").read_text()
+    assert "run in 2 sessions" in report and "planned jobs have no result" not in report
