@@ -14,10 +14,10 @@ Two more views of a GPU row, each from a kept library's timer:
   between the events), `triton.testing.do_bench_cudagraph` captures many calls in one CUDA graph and replays it:
   per-call device time without launch overhead. It does not flush L2 between calls (small working sets stay
   resident, as they do inside a captured model step), so it is reported beside the event median, never instead.
-- `cupti_kernel_ms`: the cross-check against the GPU's own kernel records: torch.profiler over CUPTI activity
+- `crosscheck_cupti`: the cross-check against the GPU's own kernel records: torch.profiler over CUPTI activity
   (the method of TileLang's profiler backend "cupti", without importing TileLang into every job) sums the device
-  time of every kernel a call launches, L2 flushed between calls and the flush taken out. Events measure from the
-  first launch to the last kernel's end, so the two agree for one-kernel calls and differ by the launch gaps in
+  time of every kernel a call launches, on the same executions the events time. Events measure from the first
+  launch to the last kernel's end, so the two agree for one-kernel calls and differ by the launch gaps in
   multi-kernel calls.
 """
 from __future__ import annotations
@@ -67,10 +67,12 @@ def graph_replay(fn: Callable[[], object], rep_ms: float) -> Timing:
     return Timing([float(s) for s in samples], "cuda-graph replay (triton.testing.do_bench_cudagraph)")
 
 
-def cupti_kernel_ms(fn: Callable[[], object], calls: int) -> float:
-    """Mean device time of the kernels one call launches, from CUPTI activity records (torch.profiler, the same
-    method as TileLang's profiler backend "cupti"). L2 flushed before each call inside an annotated range whose
-    device time is taken out again."""
+def crosscheck_cupti(fn: Callable[[], object], calls: int) -> tuple[float, float]:
+    """(mean event-timed ms, mean CUPTI kernel ms) per call over the same `calls` executions: each call timed by
+    a pair of device events while torch.profiler collects CUPTI's records of the kernels it launched (the method
+    of TileLang's profiler backend "cupti"). L2 flushed before each call inside an annotated range whose device
+    time is taken out again. Timing the same executions both ways isolates the timer: two separate loops differ
+    by the GPU's power state (a profiled loop leaves the GPU idle between calls, so it throttles less)."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -78,12 +80,17 @@ def cupti_kernel_ms(fn: Callable[[], object], calls: int) -> float:
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     fn()
     torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
+        for start, end in zip(starts, ends):
             with record_function(FLUSH_RANGE):
                 flush.zero_()
+            start.record()
             fn()
+            end.record()
         torch.cuda.synchronize()
+    events_ms = statistics.fmean(s.elapsed_time(e) for s, e in zip(starts, ends))
     kernels_us = flush_us = 0.0
     for event in prof.events():
         if event.device_type != DeviceType.CUDA:
@@ -94,7 +101,7 @@ def cupti_kernel_ms(fn: Callable[[], object], calls: int) -> float:
             flush_us += event.self_device_time_total
     if kernels_us <= flush_us:
         raise RuntimeError("CUPTI recorded no kernel time for the call (profiler without CUDA activity?)")
-    return (kernels_us - flush_us) / calls / 1e3
+    return events_ms, (kernels_us - flush_us) / calls / 1e3
 
 
 def _wallclock(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> Timing:

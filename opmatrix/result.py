@@ -69,8 +69,10 @@ class Result:
     rerun_median_ms: float | None = None  # the same build timed again in the same job
     stability_pct: float | None = None  # |rerun - median| / median
     graph_median_ms: float | None = None  # CUDA-graph replay, for rows shorter than [run] cuda_graph_below_ms
-    cupti_ms: float | None = None  # the call's kernels' device time from CUPTI records ([run] crosscheck)
-    cupti_diff_pct: float | None = None  # (median_ms - cupti_ms) / cupti_ms
+    # [run] crosscheck: the same executions timed by events and by CUPTI's kernel records (means per call)
+    crosscheck_events_ms: float | None = None
+    cupti_ms: float | None = None
+    cupti_diff_pct: float | None = None  # (crosscheck_events_ms - cupti_ms) / cupti_ms
     timing_notes: str = ""  # why an optional view (graph replay, CUPTI) is missing
     # against the device's measured ceilings (opmatrix.ceilings, once per cell)
     ceiling_tflops: float | None = None

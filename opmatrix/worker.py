@@ -149,8 +149,8 @@ class Worker:
         if job.get("crosscheck"):
             try:
                 calls = int(min(200, max(5, job["rep_ms"] / res.median_ms)))
-                res.cupti_ms = measure.cupti_kernel_ms(call, calls)
-                res.cupti_diff_pct = 100.0 * (res.median_ms - res.cupti_ms) / res.cupti_ms
+                res.crosscheck_events_ms, res.cupti_ms = measure.crosscheck_cupti(call, calls)
+                res.cupti_diff_pct = 100.0 * (res.crosscheck_events_ms - res.cupti_ms) / res.cupti_ms
             except Exception as exc:
                 notes.append(f"CUPTI cross-check failed: {_describe(exc)}")
         if res.median_ms < job.get("cuda_graph_below_ms", 0):
