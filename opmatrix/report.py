@@ -152,7 +152,7 @@ def measurement(df) -> Section:
 
 def crosscheck(df) -> Section:
     """Event medians against the device time CUPTI recorded for the same call's kernels."""
-    checked = df[df.cupti_ms.notna()] if "cupti_ms" in df else df.iloc[:0]
+    checked = df[df.cupti_ms.notna()]
     rows = [[r.device, r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), _fmt(r.median_ms, 4),
              _fmt(r.crosscheck_events_ms, 4) or "(separate loop)", _fmt(r.cupti_ms, 4), f"{r.cupti_diff_pct:+.1f}"]
             for r in checked.itertuples()]

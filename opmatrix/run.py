@@ -59,7 +59,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     matrix = load_matrix(matrix_path)
     plan.check_plugins(matrix)
     run_id = run_id or new_run_id(matrix.name)
-    plans = cell_plans(matrix, run_id, Path(scratch_root))
+    planned_plans = plans = cell_plans(matrix, run_id, Path(scratch_root))
     planned = sum(len(p["jobs"]) for p in plans)
     store = ResultStore(Path(reports_dir) / run_id)
     stored = store.results()
@@ -80,7 +80,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     manifest = {"run_id": run_id, "matrix": str(Path(matrix.source).relative_to(paths.ROOT))
                 if Path(matrix.source).is_relative_to(paths.ROOT) else matrix.source,
                 "started_at": previous.get("started_at", _now()), "driver_host": socket.gethostname(),
-                "cells": {p["cell"]["id"]: len(p["jobs"]) for p in cell_plans(matrix, run_id, Path(scratch_root))},
+                "cells": {p["cell"]["id"]: len(p["jobs"]) for p in planned_plans},
                 "planned_jobs": planned, "sessions": previous.get("sessions", []),
                 "baseline": matrix.acceptance.baseline, "acceptance": matrix.acceptance.model_dump()}
     session = {"started_at": _now(), "jobs": sum(len(p["jobs"]) for p in plans), "deadline_s": deadline_s}
