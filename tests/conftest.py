@@ -57,3 +57,30 @@ def write_plugins(root: Path, kernel: str, impls: dict[str, str], adapter: str) 
     for name, code in impls.items():
         (root / "kernels" / kernel / f"{name}.py").write_text(code)
         (root / "backends" / f"{name}.py").write_text(adapter)
+
+
+def probe_matrix(root: Path, name: str, backends: list[str], workloads: list[str], timeout_s: float,
+                 rep_ms: float) -> Path:
+    """root/m.toml: the probe kernel (write_plugins) on this host's CPU through the host toolchain."""
+    path = root / "m.toml"
+    path.write_text(textwrap.dedent(f"""
+        name = "{name}"
+        backends = {backends!r}
+        [run]
+        timeout_s = {timeout_s}
+        rep_ms = {rep_ms}
+        kernels_dir = "kernels"
+        backends_dir = "backends"
+        [[device]]
+        id = "cpu"
+        vendor = "cpu"
+        arch = "auto"
+        [[toolchain]]
+        name = "host"
+        system = true
+        [[kernel]]
+        name = "probe"
+        workloads = {{ cpu = {workloads!r} }}
+        dtypes = {{ cpu = ["float32"] }}
+        """).replace("'", '"'))
+    return path

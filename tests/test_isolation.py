@@ -1,13 +1,11 @@
 """Worker isolation: each job runs in its own process with a time limit. A segfault, a hang and a wrong answer
 are recorded as crashed / timeout / mismatch, and the other results of the cell are intact."""
-import textwrap
-
 import pytest
 
 from opmatrix import run as run_mod
 from opmatrix.cell import run_cell
 from opmatrix.spec import load_matrix
-from tests.conftest import probe_adapter, write_plugins
+from tests.conftest import probe_adapter, probe_matrix, write_plugins
 
 IMPLS = {
     "good": "def build(w, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2)\n",
@@ -24,26 +22,7 @@ IMPLS = {
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("iso")
     write_plugins(root, "probe", IMPLS, probe_adapter("wallclock"))
-    (root / "m.toml").write_text(textwrap.dedent(f"""
-        name = "iso"
-        backends = {list(IMPLS)!r}
-        [run]
-        timeout_s = 20
-        rep_ms = 20
-        kernels_dir = "kernels"
-        backends_dir = "backends"
-        [[device]]
-        id = "cpu"
-        vendor = "cpu"
-        arch = "auto"
-        [[toolchain]]
-        name = "host"
-        system = true
-        [[kernel]]
-        name = "probe"
-        workloads = {{ cpu = ["small"] }}
-        dtypes = {{ cpu = ["float32"] }}
-        """).replace("'", '"'))
+    probe_matrix(root, "iso", list(IMPLS), ["small"], timeout_s=20, rep_ms=20)
     matrix = load_matrix(root / "m.toml")
     (plan,) = run_mod.cell_plans(matrix, "iso-run", root / "scratch")
     return {r.backend: r for r in run_cell(plan)}

@@ -1,14 +1,13 @@
 """A run stopped at its deadline keeps what it finished and is continued with --resume: only the jobs without a
 row run again, in the same run folder, through the real nox cell environment."""
 import json
-import textwrap
 
 import pandas as pd
 import pytest
 
 from opmatrix.run import RunExists, run
 from opmatrix.schedule import LocalScheduler
-from tests.conftest import probe_adapter, write_plugins
+from tests.conftest import probe_adapter, probe_matrix, write_plugins
 
 # The first job sleeps past the deadline in its build: it finishes, the second job is never started.
 SLEEPY = ("import time\n\ndef build(w, dtype, device, variant):\n"
@@ -18,27 +17,7 @@ SLEEPY = ("import time\n\ndef build(w, dtype, device, variant):\n"
 
 def test_deadline_then_resume_runs_only_what_is_left(tmp_path):
     write_plugins(tmp_path, "probe", {"sleepy": SLEEPY}, probe_adapter("wallclock"))
-    matrix = tmp_path / "m.toml"
-    matrix.write_text(textwrap.dedent("""
-        name = "resume"
-        backends = ["sleepy"]
-        [run]
-        timeout_s = 60
-        rep_ms = 5
-        kernels_dir = "kernels"
-        backends_dir = "backends"
-        [[device]]
-        id = "cpu"
-        vendor = "cpu"
-        arch = "auto"
-        [[toolchain]]
-        name = "host"
-        system = true
-        [[kernel]]
-        name = "probe"
-        workloads = { cpu = ["quick", "small"] }
-        dtypes = { cpu = ["float32"] }
-        """))
+    matrix = probe_matrix(tmp_path, "resume", ["sleepy"], ["quick", "small"], timeout_s=60, rep_ms=5)
     reports, scratch = tmp_path / "reports", tmp_path / "scratch"
     folder = run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler(), deadline_s=15)
     first = pd.read_parquet(folder / "results.parquet")
