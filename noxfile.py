@@ -44,6 +44,6 @@ def tests(session: nox.Session) -> None:
 
 
 if os.environ.get("OPMATRIX_CELL_PLAN"):
-    from opmatrix import nox_cell
+    from opmatrix.cellenv import nox_session
 
-    nox_cell.register(os.environ["OPMATRIX_CELL_PLAN"])
+    nox_session.register(os.environ["OPMATRIX_CELL_PLAN"])

@@ -1,7 +1,7 @@
 """The vendor's fused path: cuBLASLt (NVIDIA) / hipBLASLt (AMD) matmul with the activation applied in the GEMM
 epilogue, reached through torch (`torch._addmm_activation`). No compiler of ours involved: what the vendor library
 gives for free when the framework asks for the fused op."""
-from opmatrix.plugins import Unavailable, require
+from opmatrix.incell.plugins import Unavailable, require
 
 
 def available() -> str:

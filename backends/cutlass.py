@@ -9,7 +9,7 @@ TileLang wheel (tilelang/3rdparty/cutlass, found without importing TileLang). NV
 own implementation (composable_kernel / hipBLASLt).
 
 The toolchain helpers below (nvcc, headers, cached builds) are shared by every kernels/<op>/cutlass.py, which
-reach them with `opmatrix.plugins.load_backend(opmatrix.paths.BACKENDS, "cutlass")`.
+reach them with `opmatrix.incell.plugins.load_backend(opmatrix.paths.BACKENDS, "cutlass")`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from opmatrix.plugins import Unavailable
+from opmatrix.incell.plugins import Unavailable
 
 CACHE_ENV = "OPMATRIX_CUTLASS_CACHE"
 

@@ -1,5 +1,5 @@
 """TileLang: tile-level kernels compiled through TVM to CUDA (NVIDIA), HIP (AMD) or C (CPU)."""
-from opmatrix.plugins import require
+from opmatrix.incell.plugins import require
 
 
 def available() -> str:

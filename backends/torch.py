@@ -1,5 +1,5 @@
 """PyTorch eager: the framework baseline every other backend is compared against."""
-from opmatrix.plugins import require
+from opmatrix.incell.plugins import require
 
 BASELINE = True
 

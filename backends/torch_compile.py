@@ -2,7 +2,7 @@
 import importlib.util
 import shutil
 
-from opmatrix.plugins import Unavailable, require
+from opmatrix.incell.plugins import Unavailable, require
 
 COMPILES_ON_FIRST_CALL = True  # dynamo traces and inductor compiles at the first call
 

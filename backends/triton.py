@@ -1,6 +1,6 @@
 """Triton: block-level kernels JIT-compiled for NVIDIA and AMD GPUs. On CPU only its interpreter runs them
 (TRITON_INTERPRET=1, numpy underneath): correct results, no meaningful speed, so CPU rows are correctness-only."""
-from opmatrix.plugins import require
+from opmatrix.incell.plugins import require
 
 COMPILES_ON_FIRST_CALL = True
 

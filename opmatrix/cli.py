@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from opmatrix import paths, status
+from opmatrix import paths
+from opmatrix.core import status
 
 
 class UsageError(Exception):
@@ -17,11 +18,11 @@ def _cmd_run(args) -> int:
     from opmatrix.run import run
 
     if args.no_ray:
-        from opmatrix.schedule import LocalScheduler
+        from opmatrix.scheduling.local import LocalScheduler
 
         scheduler = LocalScheduler()
     else:
-        from opmatrix.ray_schedule import RayScheduler
+        from opmatrix.scheduling.ray_cluster import RayScheduler
 
         scheduler = RayScheduler(args.address, args.num_gpus)
     if args.resume and not args.run_id:
@@ -37,7 +38,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_host_resources(args) -> int:
-    from opmatrix import hosts, resources
+    from opmatrix.scheduling import hosts, resources
 
     devices = hosts.detect_local()
     if args.json:
@@ -61,7 +62,7 @@ def _cmd_report(args) -> int:
 
 def _cmd_plan(args) -> int:
     from opmatrix import plan
-    from opmatrix.spec import load_matrix
+    from opmatrix.matrix import load_matrix
 
     matrix = load_matrix(args.matrix)
     plan.check_plugins(matrix)
@@ -77,8 +78,8 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_hosts(args) -> int:
-    from opmatrix import hosts
-    from opmatrix.spec import load_matrix
+    from opmatrix.scheduling import hosts
+    from opmatrix.matrix import load_matrix
 
     local = hosts.detect_local()
     assigned = hosts.resolve(load_matrix(args.matrix).device, local)
@@ -127,9 +128,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from opmatrix.plugins import PluginError
+    from opmatrix.incell.plugins import PluginError
     from opmatrix.run import RunExists
-    from opmatrix.spec import MatrixError
+    from opmatrix.matrix import MatrixError
 
     args = parser().parse_args(argv)
     try:

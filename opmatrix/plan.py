@@ -6,8 +6,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
-from opmatrix import plugins
-from opmatrix.spec import Matrix, MatrixError
+from opmatrix.incell import plugins
+from opmatrix.matrix import Matrix, MatrixError
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections import defaultdict
 from rich.live import Live
 from rich.table import Table
 
-from opmatrix.result import Result, backend_label
+from opmatrix.core.result import Result, backend_label
 
 COLOURS = {"ok": "green", "no_host": "dim", "unsupported": "yellow", "not_installed": "yellow"}
 

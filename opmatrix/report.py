@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opmatrix import status
-from opmatrix.result import backend_label
+from opmatrix.core import status
+from opmatrix.core.result import backend_label
 
 CROSSCHECK_MIN_MS = 0.05  # the agreement goal applies to calls of at least 50 µs
 CROSSCHECK_GOAL_PCT = 3.0

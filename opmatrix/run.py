@@ -9,7 +9,7 @@ from pathlib import Path
 
 from opmatrix import paths, plan, report
 from opmatrix.progress import ProgressView
-from opmatrix.spec import Matrix, load_matrix
+from opmatrix.matrix import Matrix, load_matrix
 from opmatrix.store import ResultStore
 
 
@@ -73,7 +73,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
         deadline = time.time() + deadline_s
         plans = [dict(p, deadline=deadline) for p in plans]
     if scheduler is None:
-        from opmatrix.ray_schedule import RayScheduler
+        from opmatrix.scheduling.ray_cluster import RayScheduler
 
         scheduler = RayScheduler()
     shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.result import COLUMNS, NUMERIC, Result
+from opmatrix.core.result import COLUMNS, NUMERIC, Result
 
 KEY = ["cell", "kernel", "workload", "dtype", "backend", "variant"]
 RESULTS_JSONL = "results.jsonl"

@@ -3,8 +3,9 @@ import json
 import subprocess
 import sys
 
-from opmatrix import paths, resources
-from opmatrix.hosts import HostDevice
+from opmatrix import paths
+from opmatrix.scheduling import resources
+from opmatrix.scheduling.hosts import HostDevice
 
 
 def opmatrix(*args):

@@ -3,8 +3,8 @@ are recorded as crashed / timeout / mismatch, and the other results of the cell 
 import pytest
 
 from opmatrix import run as run_mod
-from opmatrix.cell import run_cell
-from opmatrix.spec import load_matrix
+from opmatrix.incell.cell_runner import run_cell
+from opmatrix.matrix import load_matrix
 from tests.conftest import probe_adapter, probe_matrix, write_plugins
 
 IMPLS = {

@@ -1,8 +1,8 @@
 """Measurement helpers: the timing loop's contract, roofline placement and the clock-drop rule."""
 import time
 
-from opmatrix import measure, telemetry
-from opmatrix.ceilings import roofline_pct
+from opmatrix.incell import measure, telemetry
+from opmatrix.incell.ceilings import roofline_pct
 
 
 def test_wallclock_timing_returns_every_sample_within_budget():

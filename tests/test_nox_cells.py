@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from opmatrix.run import run
-from opmatrix.schedule import LocalScheduler
+from opmatrix.scheduling.local import LocalScheduler
 
 CPU_DEVICE = """
 [[device]]

@@ -2,9 +2,10 @@
 the variants an implementation declares."""
 import pytest
 
-from opmatrix import hosts, plan
-from opmatrix.hosts import HostDevice
-from opmatrix.spec import MatrixError, load_matrix
+from opmatrix import plan
+from opmatrix.scheduling import hosts
+from opmatrix.scheduling.hosts import HostDevice
+from opmatrix.matrix import MatrixError, load_matrix
 
 MATRIX = """
 name = "p"

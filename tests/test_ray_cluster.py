@@ -20,8 +20,8 @@ from ray.cluster_utils import Cluster
 
 from opmatrix import run as run_mod
 from opmatrix.progress import ProgressView
-from opmatrix.ray_schedule import RayScheduler
-from opmatrix.spec import load_matrix
+from opmatrix.scheduling.ray_cluster import RayScheduler
+from opmatrix.matrix import load_matrix
 from tests.conftest import probe_adapter, write_plugins
 
 H200 = "opmatrix.gpu.nvidia.sm_90.NVIDIA-H200"

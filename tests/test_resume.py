@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from opmatrix.run import RunExists, run
-from opmatrix.schedule import LocalScheduler
+from opmatrix.scheduling.local import LocalScheduler
 from tests.conftest import probe_adapter, probe_matrix, write_plugins
 
 # The first job sleeps past the deadline in its build: it finishes, the second job is never started.

@@ -1,7 +1,7 @@
 """Matrix files: valid ones load; invalid ones fail with the file, the key and what is allowed."""
 import pytest
 
-from opmatrix.spec import MatrixError, load_matrix
+from opmatrix.matrix import MatrixError, load_matrix
 
 VALID = """
 name = "t"

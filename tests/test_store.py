@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 import opmatrix
-from opmatrix.result import COLUMNS, Result
+from opmatrix.core.result import COLUMNS, Result
 from opmatrix.store import ResultStore, add_speedup, frame
 
 CONTRACT = ["run_id", "cell", "device", "device_name", "vendor", "arch", "driver", "runtime", "python", "torch",

@@ -4,9 +4,9 @@ S = Q K^T and O += P V on the tensor cores (T.gemm); running max and sum in fp32
 at their diagonal; columns past the sequence end are masked. GPU only (no CPU lowering).
 
 Variants: `fixed` (CONFIG) and `tuned` (block sizes, stages and threads chosen per workload by TileLang's
-autotuner on the device; opmatrix.tune tunes twice and records whether the choice held)."""
-from opmatrix import aot, tune
-from opmatrix.plugins import Unsupported
+autotuner on the device; opmatrix.kit.tune tunes twice and records whether the choice held)."""
+from opmatrix.kit import aot, tune
+from opmatrix.incell.plugins import Unsupported
 
 VARIANTS = ("fixed", "tuned")
 CONFIG = {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 256}

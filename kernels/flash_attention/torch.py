@@ -4,7 +4,7 @@ A backend that cannot run this device/dtype/shape is `unsupported` with torch's 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from opmatrix.plugins import Unsupported
+from opmatrix.incell.plugins import Unsupported
 
 VARIANTS = ("math", "flash", "cudnn", "efficient")
 RETURNS_OUTPUT = True  # SDPA allocates its output; a copy into `out` would be work the framework never does

@@ -61,7 +61,7 @@ def build(workload, dtype, device, variant):
 
 def compile_for(workload, dtype, device, variant):
     """No host has the device: compile ahead of time for it (CUDA cubin or AMD hsaco)."""
-    from opmatrix import aot
+    from opmatrix.kit import aot
 
     options = {"num_warps": GPU_CONFIG["num_warps"], "num_stages": GPU_CONFIG["num_stages"]}
     constexprs = {"BLOCK_M": GPU_CONFIG["BLOCK_M"], "BLOCK_N": GPU_CONFIG["BLOCK_N"],

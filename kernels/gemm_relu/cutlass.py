@@ -13,8 +13,9 @@ because TMA needs every row stride 16-byte aligned (A's is K, B's and C's is N).
 import ctypes
 from pathlib import Path
 
-from opmatrix import paths, plugins
-from opmatrix.plugins import Unsupported
+from opmatrix import paths
+from opmatrix.incell import plugins
+from opmatrix.incell.plugins import Unsupported
 
 SOURCE = Path(__file__).with_name("cutlass_gemm_relu.cu")
 FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-shared",

@@ -3,12 +3,12 @@
 - `tile` (NVIDIA CUDA / AMD HIP): shared-memory tiles, a software-pipelined K loop and T.gemm (wgmma on Hopper),
   relu applied to the register accumulator before one store. Fixed tile 128x256x64, 3 stages, 256 threads.
 - `tuned`: the same kernel, its tile sizes, stages, threads and rasterisation chosen by TileLang's autotuner on
-  the device for each workload (opmatrix.tune: tuned twice, the config record says whether the choice held).
+  the device for each workload (opmatrix.kit.tune: tuned twice, the config record says whether the choice held).
 - `cpu` (TileLang's "c" target, cython execution): the GPU version has no CPU lowering (shared memory, thread
   fragments, T.gemm), so the CPU needs its own kernel: local buffers and T.grid loops, fp32 only.
 """
-from opmatrix import aot, tune
-from opmatrix.plugins import Unsupported
+from opmatrix.kit import aot, tune
+from opmatrix.incell.plugins import Unsupported
 
 VARIANTS = ("tile", "tuned", "cpu")
 

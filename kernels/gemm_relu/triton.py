@@ -57,7 +57,7 @@ def build(workload, dtype, device, variant):
 
 def compile_for(workload, dtype, device, variant):
     """No host has the device: compile ahead of time for it (CUDA cubin or AMD hsaco); needs no GPU, no ROCm."""
-    from opmatrix import aot
+    from opmatrix.kit import aot
 
     options = {"num_warps": GPU_CONFIG["num_warps"], "num_stages": GPU_CONFIG["num_stages"]}
     constexprs = {k: v for k, v in GPU_CONFIG.items() if k not in options}

@@ -1,8 +1,8 @@
 """TileLang: a block of rows per program, each row loaded once into registers as fp32, its sum of squares
 reduced across the block's threads (T.reduce_sum), scaled and stored. GPU only: there is no CPU implementation
 (the coverage grid shows that gap)."""
-from opmatrix import aot
-from opmatrix.plugins import Unsupported
+from opmatrix.kit import aot
+from opmatrix.incell.plugins import Unsupported
 
 EPS = 1e-6
 BLOCK_ROWS = 1

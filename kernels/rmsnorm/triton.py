@@ -31,7 +31,7 @@ def build(workload, dtype, device, variant):
 
 def compile_for(workload, dtype, device, variant):
     """No host has the device: compile ahead of time for it (CUDA cubin or AMD hsaco)."""
-    from opmatrix import aot
+    from opmatrix.kit import aot
 
     block = triton.next_power_of_2(workload["hidden"])
     return aot.triton_compile_for(_rmsnorm_kernel, dtype, {"BLOCK": block},

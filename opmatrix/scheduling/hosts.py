@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from opmatrix.facts import _cpu_name
+from opmatrix.incell.facts import _cpu_name
 
 
 @dataclass(frozen=True)

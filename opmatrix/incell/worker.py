@@ -1,6 +1,6 @@
 """One job in one fresh process: load, check coverage, build, check correctness, time.
 
-Run as `python -m opmatrix.worker JOB.json RESULT.json`. The cell runner starts one per job with a time limit,
+Run as `python -m opmatrix.incell.worker JOB.json RESULT.json`. The cell runner starts one per job with a time limit,
 so a segfault, a hang or a sticky device error ends this process only. The phase reached is written to
 RESULT.json.phase as the job advances, so a crash can be reported with where it happened.
 """
@@ -13,9 +13,10 @@ import time
 import traceback
 from pathlib import Path
 
-from opmatrix import measure, plugins, status, telemetry
-from opmatrix.plugins import DeviceInfo, Unavailable, Unsupported
-from opmatrix.result import Result, clean_float
+from opmatrix.core import status
+from opmatrix.incell import measure, plugins, telemetry
+from opmatrix.incell.plugins import DeviceInfo, Unavailable, Unsupported
+from opmatrix.core.result import Result, clean_float
 
 
 class JobFailed(Exception):

@@ -76,6 +76,6 @@ def probe(vendor: str) -> dict:
     return facts
 
 
-if __name__ == "__main__":  # python -m opmatrix.facts OUT VENDOR
+if __name__ == "__main__":  # python -m opmatrix.incell.facts OUT VENDOR
     with open(sys.argv[1], "w") as fh:
         json.dump(probe(sys.argv[2]), fh)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 
-from opmatrix.plugins import Unsupported
+from opmatrix.incell.plugins import Unsupported
 
 
 def tilelang_target(device) -> dict:

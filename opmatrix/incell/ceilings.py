@@ -1,15 +1,15 @@
 """The device's measured ceilings, once per cell: a large matrix product per dtype (the arithmetic ceiling) and a
 large device-to-device copy (the memory ceiling, bytes read + written). Datasheet rates are leads; these are what
-this device, driver and library reach today, timed the same way as every kernel (opmatrix.measure). Each result
+this device, driver and library reach today, timed the same way as every kernel (opmatrix.incell.measure). Each result
 is then placed against the roofline: bound = max(flops / peak, min_bytes / bandwidth); roofline_pct = bound / time.
 
-Run as `python -m opmatrix.ceilings OUT DEVICE DTYPE...` inside the cell's environment; writes JSON to OUT."""
+Run as `python -m opmatrix.incell.ceilings OUT DEVICE DTYPE...` inside the cell's environment; writes JSON to OUT."""
 from __future__ import annotations
 
 import json
 import sys
 
-from opmatrix import measure
+from opmatrix.incell import measure
 
 SIZES = {"cpu": {"matmul": 2048, "copy_mib": 256}, "cuda": {"matmul": 8192, "copy_mib": 2048}}
 
@@ -46,6 +46,6 @@ def roofline_pct(flops: float | None, min_bytes: float | None, median_ms: float 
     return 100.0 * bound_s / (median_ms / 1e3)
 
 
-if __name__ == "__main__":  # python -m opmatrix.ceilings OUT DEVICE DTYPE...
+if __name__ == "__main__":  # python -m opmatrix.incell.ceilings OUT DEVICE DTYPE...
     with open(sys.argv[1], "w") as fh:
         json.dump(measure_ceilings(sys.argv[2], sys.argv[3:]), fh)

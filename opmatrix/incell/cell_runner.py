@@ -1,7 +1,7 @@
 """The cell runner: run every job of one cell, each in a fresh worker process with a time limit.
 
 `run_cell(plan)` yields one Result per job, whatever happens to the worker: a segfault becomes `crashed`, a hang
-`timeout`, and the next job goes on. Run as `python -m opmatrix.cell PLAN.json` inside the cell's environment,
+`timeout`, and the next job goes on. Run as `python -m opmatrix.incell.cell_runner PLAN.json` inside the cell's environment,
 it prints each result as one `OPMATRIX-RESULT {json}` line the moment it exists. Stdlib only.
 """
 from __future__ import annotations
@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from opmatrix import plugins, status
-from opmatrix.ceilings import roofline_pct
-from opmatrix.plugins import DeviceInfo
-from opmatrix.result import Result
+from opmatrix.core import status
+from opmatrix.incell import plugins
+from opmatrix.incell.ceilings import roofline_pct
+from opmatrix.incell.plugins import DeviceInfo
+from opmatrix.core.result import Result
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
 STDERR_TAIL_CHARS = 4000
@@ -65,7 +66,7 @@ def past_deadline(plan: dict) -> bool:
 def probe(module: str, args: list[str], scratch: Path) -> dict | None:
     """Run `python -m opmatrix.<module> OUT ARGS...` in this environment with a time limit; its JSON, or None."""
     out = scratch / f"{module}.json"
-    code, _ = _run_process([sys.executable, "-m", f"opmatrix.{module}", str(out), *args], dict(os.environ),
+    code, _ = _run_process([sys.executable, "-m", f"opmatrix.incell.{module}", str(out), *args], dict(os.environ),
                            scratch / f"{module}.log", PROBE_TIMEOUT_S)
     return json.loads(out.read_text()) if code == 0 and out.is_file() else None
 
@@ -113,7 +114,7 @@ class CellRunner:
             return self._finish(job, Result(status=status.ENV_ERROR, phase="load",
                                             error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
                                 started, 0.0)
-        code, elapsed = _run_process([sys.executable, "-m", "opmatrix.worker", str(folder / "job.json"),
+        code, elapsed = _run_process([sys.executable, "-m", "opmatrix.incell.worker", str(folder / "job.json"),
                                       str(result_path)], env, folder / "worker.log", job["timeout_s"])
         log_tail = _tail(folder / "worker.log")
         if result_path.is_file():

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from opmatrix import hosts, status
-from opmatrix.cell import past_deadline
-from opmatrix.env import cell_result, run_cell_in_env
-from opmatrix.hosts import HostDevice
-from opmatrix.result import Result
+from opmatrix.core import status
+from opmatrix.scheduling import hosts
+from opmatrix.incell.cell_runner import past_deadline
+from opmatrix.cellenv.launch import cell_result, run_cell_in_env
+from opmatrix.scheduling.hosts import HostDevice
+from opmatrix.core.result import Result
 
 VISIBLE_DEVICES = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}
 

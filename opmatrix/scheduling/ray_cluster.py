@@ -25,10 +25,12 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 from ray.util.queue import Queue
 
-from opmatrix import hosts, paths, resources, status
-from opmatrix.env import cell_result, run_cell_in_env
-from opmatrix.result import Result
-from opmatrix.schedule import compile_plan, no_host_results
+from opmatrix import paths
+from opmatrix.core import status
+from opmatrix.scheduling import hosts, resources
+from opmatrix.cellenv.launch import cell_result, run_cell_in_env
+from opmatrix.core.result import Result
+from opmatrix.scheduling.local import compile_plan, no_host_results
 
 MAX_ATTEMPTS = 3
 STARTED = "started"

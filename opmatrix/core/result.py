@@ -74,11 +74,11 @@ class Result:
     cupti_ms: float | None = None
     cupti_diff_pct: float | None = None  # (crosscheck_events_ms - cupti_ms) / cupti_ms
     timing_notes: str = ""  # why an optional view (graph replay, CUPTI) is missing
-    # against the device's measured ceilings (opmatrix.ceilings, once per cell)
+    # against the device's measured ceilings (opmatrix.incell.ceilings, once per cell)
     ceiling_tflops: float | None = None
     ceiling_gbps: float | None = None
     roofline_pct: float | None = None
-    # GPU telemetry around the timing (opmatrix.telemetry)
+    # GPU telemetry around the timing (opmatrix.incell.telemetry)
     sm_mhz_start: float | None = None
     sm_mhz_end: float | None = None
     power_w: float | None = None

@@ -14,7 +14,7 @@ import re
 import shlex
 from collections import defaultdict
 
-from opmatrix.hosts import HostDevice
+from opmatrix.scheduling.hosts import HostDevice
 
 PREFIX = "opmatrix."
 HOST = PREFIX + "host"  # 1 per host: a CPU timing cell takes all of it, every other cell a sliver

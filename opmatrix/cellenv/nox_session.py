@@ -69,6 +69,6 @@ def register(plan_file: str) -> None:
         if toolchain["system"] and os.environ.get("PYTHONPATH"):
             pythonpath.append(os.environ["PYTHONPATH"])  # part of what the host offers
         env = dict(toolchain["env"], PYTHONPATH=os.pathsep.join(pythonpath), PYTHONUNBUFFERED="1")
-        session.run("python", "-m", "opmatrix.cell", plan_file, env=env)
+        session.run("python", "-m", "opmatrix.incell.cell_runner", plan_file, env=env)
 
     nox.session(name=plan["session"], python=python, venv_backend=backend)(cell_session)

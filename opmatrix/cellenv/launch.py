@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from opmatrix import paths, status
-from opmatrix.cell import RESULT_PREFIX, past_deadline
-from opmatrix.result import Result
+from opmatrix import paths
+from opmatrix.core import status
+from opmatrix.incell.cell_runner import RESULT_PREFIX, past_deadline
+from opmatrix.core.result import Result
 
 LOG_TAIL_LINES = 40
 
