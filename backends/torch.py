@@ -1,7 +1,6 @@
 """PyTorch eager: the framework baseline every other backend is compared against."""
 from opmatrix.incell.plugins import require
 
-BASELINE = True
 
 
 def available() -> str:

@@ -129,13 +129,19 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from opmatrix.incell.plugins import PluginError
-    from opmatrix.run import RunExists
     from opmatrix.matrix import MatrixError
+    from opmatrix.run import Interrupted, RunExists
+    from opmatrix.scheduling.dispatch import SchedulerError
+    from opmatrix.store import RunLocked, StoreError
 
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists) as exc:
+    except Interrupted as exc:
+        print(f"opmatrix: {exc}; continue with --resume", file=sys.stderr)
+        return exc.code
+    except (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists, RunLocked, StoreError,
+            SchedulerError) as exc:
         print(f"opmatrix: {exc}", file=sys.stderr)
         return 2
 

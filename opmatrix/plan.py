@@ -1,51 +1,37 @@
-"""Planning: Matrix -> Cells (device x toolchain, minus excludes) -> Jobs (kernel, workload, dtype, backend,
-variant). Pure functions over the matrix and the plugin folders; nothing runs, nothing is written."""
+"""Planning: Matrix -> cells (device x toolchain, minus excludes) -> jobs (kernel, workload, dtype, backend,
+variant) -> one CellPlan per cell. Pure functions over the matrix and the plugin folders; nothing runs, nothing is
+written."""
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass
+from pathlib import Path
 
+from opmatrix.core.jobs import CellPlan, digest, CellSpec, DeviceSpec, JobSpec, Settings, ToolchainSpec
 from opmatrix.incell import plugins
 from opmatrix.matrix import Matrix, MatrixError
 
 
-@dataclass(frozen=True)
-class Job:
-    kernel: str
-    workload: str
-    dtype: str
-    backend: str
-    variant: str
-    timeout_s: float
+def env_hash(device: DeviceSpec, toolchain: ToolchainSpec) -> str:
+    return digest({"device": device, "toolchain": toolchain})
 
 
-@dataclass(frozen=True)
-class Cell:
-    id: str  # "<device>.<toolchain>"
-    device: dict
-    toolchain: dict
-    env_hash: str  # hash of the sorted matrix values that define the environment
-
-    @property
-    def session(self) -> str:
-        """The nox session (and environment folder) of this cell: reused only on an exact match."""
-        return f"cell-{self.device['id']}-{self.toolchain['name']}-{self.env_hash[:10]}"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Cell:
-        return cls(**data)
+def device_spec(device) -> DeviceSpec:
+    return DeviceSpec(**device.model_dump())
 
 
-def env_hash(device: dict, toolchain: dict) -> str:
-    blob = json.dumps({"device": device, "toolchain": toolchain}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+def toolchain_spec(tc) -> ToolchainSpec:
+    return ToolchainSpec(name=tc.name, python=tc.python, system=tc.system, installer=tc.installer,
+                         packages=tuple(tc.packages), index=dict(tc.index),
+                         devices=None if tc.devices is None else tuple(tc.devices), env=dict(tc.env))
 
 
-def plan_cells(matrix: Matrix) -> list[Cell]:
+def settings(matrix: Matrix) -> Settings:
+    run = matrix.run
+    return Settings(trials=run.trials, seed=run.seed, warmup_ms=run.warmup_ms, rep_ms=run.rep_ms,
+                    cuda_graph_below_ms=run.cuda_graph_below_ms, crosscheck=run.crosscheck,
+                    compile_only=run.compile_only)
+
+
+def plan_cells(matrix: Matrix) -> list[CellSpec]:
     cells = []
     for device in matrix.device:
         for tc in matrix.toolchain:
@@ -53,8 +39,8 @@ def plan_cells(matrix: Matrix) -> list[Cell]:
                 continue
             if any(_cell_excluded(ex, device.id, tc.name) for ex in matrix.exclude):
                 continue
-            d, t = device.model_dump(), tc.model_dump()
-            cells.append(Cell(id=f"{device.id}.{tc.name}", device=d, toolchain=t, env_hash=env_hash(d, t)))
+            d, t = device_spec(device), toolchain_spec(tc)
+            cells.append(CellSpec(id=f"{device.id}.{tc.name}", device=d, toolchain=t, env_hash=env_hash(d, t)))
     return cells
 
 
@@ -64,8 +50,8 @@ def _cell_excluded(ex, device: str, toolchain: str) -> bool:
     return not any(finer) and ex.matches(device=device, toolchain=toolchain)
 
 
-def plan_jobs(matrix: Matrix, cell: Cell) -> list[Job]:
-    vendor = cell.device["vendor"]
+def plan_jobs(matrix: Matrix, cell: CellSpec) -> list[JobSpec]:
+    vendor = cell.device.vendor
     kernels_dir = matrix.kernels_dir()
     jobs = []
     for entry in matrix.kernel:
@@ -79,14 +65,25 @@ def plan_jobs(matrix: Matrix, cell: Cell) -> list[Job]:
                 for backend in entry.backends or matrix.backends:
                     path = plugins.impl_path(kernels_dir, entry.name, backend)
                     for variant in plugins.declared_variants(path):
-                        values = dict(device=cell.device["id"], toolchain=cell.toolchain["name"],
-                                      kernel=entry.name, backend=backend, workload=workload, dtype=dtype,
-                                      variant=variant)
+                        values = dict(device=cell.device.id, toolchain=cell.toolchain.name, kernel=entry.name,
+                                      backend=backend, workload=workload, dtype=dtype, variant=variant)
                         if any(ex.matches(**values) for ex in matrix.exclude):
                             continue
-                        jobs.append(Job(entry.name, workload, dtype, backend, variant,
-                                        entry.timeout_s or matrix.run.timeout_s))
+                        jobs.append(JobSpec(entry.name, workload, dtype, backend, variant,
+                                            entry.timeout_s or matrix.run.timeout_s))
     return jobs
+
+
+def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan]:
+    """One plan per cell that has jobs; the scratch folder is the run's own (scratch_root/run_id/cell)."""
+    plans = []
+    for cell in plan_cells(matrix):
+        jobs = plan_jobs(matrix, cell)
+        if jobs:
+            plans.append(CellPlan(run_id=run_id, cell=cell, jobs=tuple(jobs), settings=settings(matrix),
+                                  kernels_dir=str(matrix.kernels_dir()), backends_dir=str(matrix.backends_dir()),
+                                  scratch_dir=str(Path(scratch_root) / run_id / cell.id)))
+    return plans
 
 
 def check_plugins(matrix: Matrix) -> None:

@@ -17,9 +17,9 @@ COLOURS = {"ok": "green", "no_host": "dim", "unsupported": "yellow", "not_instal
 class ProgressView:
     def __init__(self, plans: list[dict], console) -> None:
         self.console = console
-        self.total = sum(len(p["jobs"]) for p in plans)
+        self.total = sum(len(p.jobs) for p in plans)
         self.done = 0
-        self.cells = {p["cell"]["id"]: p["cell"]["device"]["id"] for p in plans}
+        self.cells = {p.cell.id: p.cell.device.id for p in plans}
         self.state = {cell: "pending" for cell in self.cells}
         self.current: dict[str, str] = {}
         self.where: dict[str, str] = {}

@@ -1,16 +1,39 @@
-"""`opmatrix run`: matrix file -> planned cells -> results stored as they arrive -> report."""
+"""`opmatrix run`: matrix file -> planned cells -> results stored as they arrive -> report.
+
+The run folder is locked for the whole run. Ctrl-C or SIGTERM stops the run in order: no new job starts, the
+running ones are ended (their cell environments and workers with them), what finished is reported, and the run
+is marked interrupted in run.json so `--resume` completes it.
+"""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import shutil
+import signal
 import socket
 import time
 from pathlib import Path
 
 from opmatrix import paths, plan, report
+from opmatrix.core.jobs import CellPlan
+from opmatrix.core.result import Result
+from opmatrix.manifest import RunManifest, Session
+from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
-from opmatrix.matrix import Matrix, load_matrix
-from opmatrix.store import ResultStore
+from opmatrix.store import ResultStore, known_runs
+
+
+class RunExists(Exception):
+    """The run folder already holds results and --resume was not given, or --resume names no run."""
+
+
+class Interrupted(Exception):
+    """The run was stopped by a signal; `code` is the exit status a shell expects (128 + signal number)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signal = signal.Signals(signum).name
+        self.code = 128 + signum
+        super().__init__(f"interrupted by {self.signal}")
 
 
 def new_run_id(matrix_name: str) -> str:
@@ -18,33 +41,29 @@ def new_run_id(matrix_name: str) -> str:
     return f"{now:%Y%m%d-%H%M%S}-{matrix_name}"
 
 
-def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[dict]:
-    plans = []
-    for cell in plan.plan_cells(matrix):
-        jobs = plan.plan_jobs(matrix, cell)
-        if not jobs:
-            continue
-        plans.append({"run_id": run_id, "cell": cell.to_dict(), "session": cell.session,
-                      "jobs": [vars(j) for j in jobs], "settings": matrix.run.model_dump(),
-                      "kernels_dir": str(matrix.kernels_dir()), "backends_dir": str(matrix.backends_dir()),
-                      "scratch_dir": str(scratch_root / run_id / cell.id)})
-    return plans
-
-
-class RunExists(Exception):
-    """The run folder already holds results and --resume was not given."""
-
-
-def remaining(plans: list[dict], stored: list, redo: set[str]) -> list[dict]:
+def remaining(plans: list[CellPlan], stored: list[Result], redo: set[str]) -> list[CellPlan]:
     """--resume: the jobs with no stored row, or whose row's status is one to redo (default: lost)."""
     done = {r.key() for r in stored if r.status not in redo}
     left = []
     for p in plans:
-        jobs = [j for j in p["jobs"] if (p["cell"]["id"], j["kernel"], j["workload"], j["dtype"], j["backend"],
-                                         j["variant"]) not in done]
+        jobs = tuple(j for j in p.jobs if p.key(j) not in done)
         if jobs:
-            left.append(dict(p, jobs=jobs))
+            left.append(p.replace(jobs=jobs))
     return left
+
+
+@contextlib.contextmanager
+def signals_as_interrupts():
+    """SIGINT and SIGTERM raise Interrupted in the main thread, so the run unwinds through its finally blocks."""
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str | None = None,
@@ -52,55 +71,81 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
         redo: frozenset[str] = frozenset({"lost"}), deadline_s: float | None = None) -> Path:
     """Run a matrix file. scheduler: a RayScheduler (default: embedded local Ray) or a LocalScheduler.
     resume: continue the run folder `run_id`, running only the jobs it has no row for (or a row to redo).
-    deadline_s: start no job after this many seconds; what is left is for a later --resume."""
+    deadline_s: start no job after this many seconds; what is left is for a later --resume.
+    Raises Interrupted (after writing the report) when stopped by SIGINT / SIGTERM."""
     from rich.console import Console
 
     console = console or Console()
     matrix = load_matrix(matrix_path)
     plan.check_plugins(matrix)
+    if resume and run_id not in known_runs(reports_dir):
+        raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
+                        f"{', '.join(known_runs(reports_dir)) or 'none'}")
     run_id = run_id or new_run_id(matrix.name)
-    planned_plans = plans = cell_plans(matrix, run_id, Path(scratch_root))
-    planned = sum(len(p["jobs"]) for p in plans)
+    planned_plans = plans = plan.cell_plans(matrix, run_id, Path(scratch_root))
     store = ResultStore(Path(reports_dir) / run_id)
-    stored = store.results()
-    if stored and not resume:
-        raise RunExists(f"{store.run_dir} already holds {len(stored)} results: add --resume to continue it, or "
-                        "choose another --run-id")
-    previous = store.manifest() if resume else {}
-    if resume:
-        plans = remaining(plans, stored, set(redo))
-    if deadline_s is not None:
-        deadline = time.time() + deadline_s
-        plans = [dict(p, deadline=deadline) for p in plans]
-    if scheduler is None:
-        from opmatrix.scheduling.ray_cluster import RayScheduler
+    with store.lock():
+        stored = store.results()
+        if stored and not resume:
+            raise RunExists(f"{store.run_dir} already holds {len(stored)} results: add --resume to continue it, "
+                            "or choose another --run-id")
+        previous = store.read_manifest() if resume else None
+        if resume:
+            plans = remaining(plans, stored, set(redo))
+        if deadline_s is not None:
+            deadline = time.time() + deadline_s
+            plans = [p.replace(deadline=deadline) for p in plans]
+        if scheduler is None:
+            from opmatrix.scheduling.ray_cluster import RayScheduler
 
-        scheduler = RayScheduler()
-    shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
-    manifest = {"run_id": run_id, "matrix": str(Path(matrix.source).relative_to(paths.ROOT))
-                if Path(matrix.source).is_relative_to(paths.ROOT) else matrix.source,
-                "started_at": previous.get("started_at", _now()), "driver_host": socket.gethostname(),
-                "cells": {p["cell"]["id"]: len(p["jobs"]) for p in planned_plans},
-                "planned_jobs": planned, "sessions": previous.get("sessions", []),
-                "baseline": matrix.acceptance.baseline, "acceptance": matrix.acceptance.model_dump()}
-    session = {"started_at": _now(), "jobs": sum(len(p["jobs"]) for p in plans), "deadline_s": deadline_s}
-    with scheduler:
-        manifest["scheduler"] = scheduler.describe()
+            scheduler = RayScheduler()
+        shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
+        manifest = RunManifest(
+            run_id=run_id, matrix=_display_path(matrix.source),
+            started_at=previous.started_at if previous else _now(), driver_host=socket.gethostname(),
+            cells={p.cell.id: len(p.jobs) for p in planned_plans},
+            planned_jobs=sum(len(p.jobs) for p in planned_plans), baseline=matrix.acceptance.baseline,
+            acceptance=matrix.acceptance.model_dump(), sessions=previous.sessions if previous else [])
+        session = Session(started_at=_now(), jobs=sum(len(p.jobs) for p in plans), deadline_s=deadline_s)
+        manifest.sessions.append(session)
+        interrupted = None
+        try:
+            with signals_as_interrupts():
+                _schedule(scheduler, plans, matrix, store, manifest, session, console)
+        except Interrupted as exc:
+            interrupted = exc
+            session.interrupted = exc.signal
+            console.print(f"{exc}: no new job started, running jobs ended; what finished is stored", highlight=False)
+        session.finished_at = manifest.finished_at = _now()
+        manifest.cells_wall_s = round(sum(s.cells_wall_s or 0 for s in manifest.sessions), 3)
         store.write_manifest(manifest)
-        what = "resuming" if resume else "opmatrix run"
-        console.print(f"{what} {run_id}: {len(plans)} cells, {session['jobs']} of {planned} jobs; "
-                      f"{manifest['scheduler']}")
+        folder = finish(store, console)
+    if interrupted is not None:
+        raise interrupted
+    return folder
+
+
+def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifest, session: Session,
+              console) -> None:
+    with scheduler:
+        manifest.scheduler = scheduler.describe()
+        store.write_manifest(manifest)
+        what = "resuming" if len(manifest.sessions) > 1 else "opmatrix run"
+        console.print(f"{what} {manifest.run_id}: {len(plans)} cells, {session.jobs} of {manifest.planned_jobs} "
+                      f"jobs; {manifest.scheduler}", highlight=False, markup=False)
         started = time.perf_counter()
-        with ProgressView(plans, console) as progress:
-            for result in scheduler.run(plans, matrix.device, progress):
-                store.append(result)
-                progress.result(result)
-        session["cells_wall_s"] = round(time.perf_counter() - started, 3)  # scheduler start-up excluded
-    session["finished_at"] = manifest["finished_at"] = _now()
-    manifest["sessions"] = manifest["sessions"] + [session]
-    manifest["cells_wall_s"] = round(sum(s.get("cells_wall_s", 0) for s in manifest["sessions"]), 3)
-    store.write_manifest(manifest)
-    return finish(store, console)
+        try:
+            with ProgressView(plans, console) as progress:
+                for result in scheduler.run(plans, matrix.device, progress):
+                    store.append(result)
+                    progress.result(result)
+        finally:
+            session.cells_wall_s = round(time.perf_counter() - started, 3)  # scheduler start-up excluded
+
+
+def _display_path(source: str) -> str:
+    path = Path(source)
+    return str(path.relative_to(paths.ROOT)) if path.is_relative_to(paths.ROOT) else source
 
 
 def finish(store: ResultStore, console) -> Path:

@@ -1,25 +1,72 @@
 """The result store: reports/<run-id>/results.jsonl, appended and flushed the moment a result exists, and
-results.parquet, consolidated from it. Everything downstream (reports, comparisons, verdicts) reads these."""
+results.parquet, consolidated from it. Everything downstream (reports, comparisons, verdicts) reads these.
+
+A run folder is written by one run at a time: `ResultStore.lock()` takes an exclusive lock (flock) held for the
+whole run, and a second run on the same folder is refused with the holder's pid and host. Reading validates every
+row; a damaged line is skipped and reported with its file and line number, never guessed at.
+"""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.core.result import COLUMNS, NUMERIC, Result
+from opmatrix.core.keys import KEY_FIELDS
+from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError
+from opmatrix.manifest import RunManifest
 
-KEY = ["cell", "kernel", "workload", "dtype", "backend", "variant"]
 RESULTS_JSONL = "results.jsonl"
 RESULTS_PARQUET = "results.parquet"
 MANIFEST = "run.json"
+LOCK = ".lock"
+
+
+class RunLocked(Exception):
+    """Another run holds the run folder."""
+
+
+class StoreError(Exception):
+    """A run folder that cannot be read or written as asked (the message names it and the fix)."""
+
+
+@dataclass
+class Loaded:
+    results: list[Result]
+    skipped: list[str] = field(default_factory=list)  # "file:line: why" for every line that is not a valid row
 
 
 class ResultStore:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, create: bool = True) -> None:
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if create:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl = self.run_dir / RESULTS_JSONL
+
+    @contextlib.contextmanager
+    def lock(self):
+        """Exclusive use of the run folder for as long as the block runs."""
+        path = self.run_dir / LOCK
+        fh = open(path, "a+", encoding="utf-8")
+        try:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "another process"
+                raise RunLocked(f"{self.run_dir} is in use by {holder}: wait for that run to finish, or choose "
+                                "another --run-id") from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"opmatrix run (pid {os.getpid()} on {socket.gethostname()})")
+            fh.flush()
+            yield self
+        finally:
+            fh.close()
 
     def append(self, result: Result) -> None:
         """Durable before it returns: a crash after this loses nothing already stored."""
@@ -28,34 +75,46 @@ class ResultStore:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def results(self) -> list[Result]:
+    def load(self) -> Loaded:
         return read_jsonl(self.jsonl)
 
-    def write_manifest(self, manifest: dict) -> None:
-        _atomic_write(self.run_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True).encode())
+    def results(self) -> list[Result]:
+        return self.load().results
+
+    def write_manifest(self, manifest: RunManifest) -> None:
+        _atomic_write(self.run_dir / MANIFEST, manifest.to_json().encode())
+
+    def read_manifest(self) -> RunManifest | None:
+        path = self.run_dir / MANIFEST
+        return RunManifest.from_json(path.read_text()) if path.is_file() else None
 
     def manifest(self) -> dict:
+        """run.json as a plain dict (what report writers read)."""
         path = self.run_dir / MANIFEST
         return json.loads(path.read_text()) if path.is_file() else {}
 
-    def consolidate(self, baseline: str = "torch"):
-        df = add_speedup(frame(self.results()), baseline)
+    def consolidate(self, baseline: str | None = None):
+        manifest = self.read_manifest()
+        df = add_speedup(frame(self.results()), baseline or (manifest.baseline if manifest else "") or "torch")
         tmp = self.run_dir / (RESULTS_PARQUET + ".tmp")
         df.to_parquet(tmp, index=False)
         tmp.replace(self.run_dir / RESULTS_PARQUET)
         return df
 
 
-def read_jsonl(path: Path) -> list[Result]:
-    results = []
+def read_jsonl(path: Path) -> Loaded:
+    loaded = Loaded([])
     if not path.is_file():
-        return results
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            results.append(Result.from_json(line))
-        except json.JSONDecodeError:
-            continue  # a line cut short by a crash mid-write; every complete line before it is kept
-    return results
+        return loaded
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                loaded.results.append(Result.from_json(line))
+            except (ValueError, RowError) as exc:  # cut short by a crash mid-write, or damaged
+                loaded.skipped.append(f"{path}:{number}: {exc}")
+    return loaded
 
 
 def frame(results: list[Result]):
@@ -64,10 +123,10 @@ def frame(results: list[Result]):
     df = pd.DataFrame([vars(r) for r in results], columns=COLUMNS)
     # Numbers are floats whatever the rows hold: a field absent from older rows (None) becomes NaN, not object.
     df[NUMERIC] = df[NUMERIC].astype("float64")
-    return df.drop_duplicates(subset=["run_id"] + KEY, keep="last").reset_index(drop=True)
+    return df.drop_duplicates(subset=["run_id", *KEY_FIELDS], keep="last").reset_index(drop=True)
 
 
-def add_speedup(df, baseline: str = "torch"):
+def add_speedup(df, baseline: str):
     """speedup_vs_framework = baseline median / this median, same cell, kernel, workload and dtype."""
     base = df[(df.backend == baseline) & (df.status == "ok") & df.median_ms.notna()]
     base = base.groupby(["run_id", "cell", "kernel", "workload", "dtype"]).median_ms.min().rename("_base")
@@ -76,14 +135,20 @@ def add_speedup(df, baseline: str = "torch"):
     return df.drop(columns=["_base"])[COLUMNS]
 
 
+def known_runs(reports_dir: Path) -> list[str]:
+    if not Path(reports_dir).is_dir():
+        return []
+    return sorted(p.name for p in Path(reports_dir).iterdir() if (p / RESULTS_JSONL).is_file())
+
+
 def run_dir(run: str | Path, reports_dir: Path = paths.REPORTS) -> Path:
-    path = Path(run)
-    if path.is_dir():
-        return path
-    if (reports_dir / str(run)).is_dir():
-        return reports_dir / str(run)
-    runs = ", ".join(sorted(p.name for p in reports_dir.iterdir() if (p / RESULTS_JSONL).is_file())) or "none"
-    raise FileNotFoundError(f"no run {run!r} under {reports_dir}; runs there: {runs}")
+    """The folder of an existing run (an id under reports_dir, or a path); StoreError naming the known runs."""
+    for path in (Path(run), Path(reports_dir) / str(run)):
+        if path.is_dir() and (path / RESULTS_JSONL).is_file():
+            return path
+    runs = ", ".join(known_runs(reports_dir)) or "none"
+    where = f"{run} has no {RESULTS_JSONL}" if Path(run).is_dir() else f"no run {str(run)!r} under {reports_dir}"
+    raise StoreError(f"{where}; runs there: {runs}")
 
 
 def load_run(run: str | Path, reports_dir: Path = paths.REPORTS):
@@ -93,15 +158,16 @@ def load_run(run: str | Path, reports_dir: Path = paths.REPORTS):
     folder = run_dir(run, reports_dir)
     if (folder / RESULTS_PARQUET).is_file():
         return pd.read_parquet(folder / RESULTS_PARQUET)
-    return add_speedup(frame(read_jsonl(folder / RESULTS_JSONL)))
+    store = ResultStore(folder, create=False)
+    manifest = store.read_manifest()
+    return add_speedup(frame(store.results()), (manifest.baseline if manifest else "") or "torch")
 
 
 def load_all(reports_dir: Path = paths.REPORTS):
     """Every run under reports/ in one DataFrame (history for comparisons)."""
     import pandas as pd
 
-    runs = sorted(p for p in Path(reports_dir).iterdir() if (p / RESULTS_JSONL).is_file())
-    frames = [load_run(p) for p in runs]
+    frames = [load_run(Path(reports_dir) / name) for name in known_runs(reports_dir)]
     return pd.concat(frames, ignore_index=True) if frames else frame([])
 
 

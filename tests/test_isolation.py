@@ -2,7 +2,7 @@
 are recorded as crashed / timeout / mismatch, and the other results of the cell are intact."""
 import pytest
 
-from opmatrix import run as run_mod
+from opmatrix import plan as plan_mod
 from opmatrix.incell.cell_runner import run_cell
 from opmatrix.matrix import load_matrix
 from tests.conftest import probe_adapter, probe_matrix, write_plugins
@@ -24,7 +24,7 @@ def results(tmp_path_factory):
     write_plugins(root, "probe", IMPLS, probe_adapter("wallclock"))
     probe_matrix(root, "iso", list(IMPLS), ["small"], timeout_s=20, rep_ms=20)
     matrix = load_matrix(root / "m.toml")
-    (plan,) = run_mod.cell_plans(matrix, "iso-run", root / "scratch")
+    (plan,) = plan_mod.cell_plans(matrix, "iso-run", root / "scratch")
     return {r.backend: r for r in run_cell(plan)}
 
 

@@ -2,7 +2,7 @@
 import time
 
 from opmatrix.incell import measure, telemetry
-from opmatrix.incell.ceilings import roofline_pct
+from opmatrix.core.metrics import roofline_pct
 
 
 def test_wallclock_timing_returns_every_sample_within_budget():

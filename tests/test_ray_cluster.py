@@ -18,7 +18,7 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from opmatrix import run as run_mod
+from opmatrix import plan as plan_mod
 from opmatrix.progress import ProgressView
 from opmatrix.scheduling.ray_cluster import RayScheduler
 from opmatrix.matrix import load_matrix
@@ -141,7 +141,7 @@ def run_scheduler(cluster, root, name, devices, workloads='["quick", "slow"]', d
     path = root / f"{name}.toml"
     path.write_text(matrix_text(root, devices, workloads))
     matrix = load_matrix(path)
-    plans = run_mod.cell_plans(matrix, name, root / "scratch")
+    plans = plan_mod.cell_plans(matrix, name, root / "scratch")
     results = []
     with RayScheduler(address=cluster.address) as scheduler:
         progress = Recorder(plans, Console(file=open(os.devnull, "w")))

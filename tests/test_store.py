@@ -44,7 +44,7 @@ def test_round_trip_through_parquet_keeps_every_field(tmp_path):
 
 def test_speedup_is_against_the_framework_baseline_of_the_same_cell(tmp_path):
     df = add_speedup(frame([row("torch", 2.0), row("triton", 1.0), row("tilelang", 4.0),
-                            row("torch", 1.0, run_id="r2"), row("triton", 2.0, run_id="r2")]))
+                            row("torch", 1.0, run_id="r2"), row("triton", 2.0, run_id="r2")]), "torch")
     got = {(r.run_id, r.backend): r.speedup_vs_framework for r in df.itertuples()}
     assert got[("r1", "triton")] == 2.0 and got[("r1", "tilelang")] == 0.5 and got[("r1", "torch")] == 1.0
     assert got[("r2", "triton")] == 0.5

@@ -21,6 +21,7 @@ from pathlib import Path
 import nox
 
 from opmatrix import paths
+from opmatrix.core.jobs import CellPlan, ToolchainSpec
 
 MARKER = "opmatrix-installed.json"
 
@@ -35,9 +36,9 @@ def _host_site_dirs(python: str) -> list[str]:
     return json.loads(out.stdout)
 
 
-def _install_args(toolchain: dict, vendor: str) -> list[str]:
-    args = list(toolchain["packages"])
-    index = toolchain["index"].get(vendor)
+def _install_args(toolchain: ToolchainSpec, vendor: str) -> list[str]:
+    args = list(toolchain.packages)
+    index = toolchain.index.get(vendor)
     if index and args:
         args += ["--extra-index-url", index]
     return args
@@ -49,15 +50,14 @@ def _purelib(session: nox.Session) -> Path:
 
 
 def register(plan_file: str) -> None:
-    plan = json.loads(Path(plan_file).read_text())
-    cell = plan["cell"]
-    toolchain, vendor = cell["toolchain"], cell["device"]["vendor"]
-    python = host_python() if toolchain["system"] and not toolchain["python"] else toolchain["python"]
-    backend = "uv" if toolchain["installer"] == "uv" else "virtualenv"
+    plan = CellPlan.from_json(Path(plan_file).read_text())
+    toolchain, vendor = plan.cell.toolchain, plan.cell.device.vendor
+    python = host_python() if toolchain.system and not toolchain.python else toolchain.python
+    backend = "uv" if toolchain.installer == "uv" else "virtualenv"
 
     def cell_session(session: nox.Session) -> None:
         site = _purelib(session)
-        if toolchain["system"]:
+        if toolchain.system:
             (site / "_opmatrix_host_site.pth").write_text("\n".join(_host_site_dirs(host_python())) + "\n")
         args = _install_args(toolchain, vendor)
         wanted = hashlib.sha256(json.dumps(args).encode()).hexdigest()
@@ -66,9 +66,9 @@ def register(plan_file: str) -> None:
             session.install(*args)
             marker.write_text(json.dumps({"hash": wanted, "args": args}))
         pythonpath = [str(paths.ROOT)]
-        if toolchain["system"] and os.environ.get("PYTHONPATH"):
+        if toolchain.system and os.environ.get("PYTHONPATH"):
             pythonpath.append(os.environ["PYTHONPATH"])  # part of what the host offers
-        env = dict(toolchain["env"], PYTHONPATH=os.pathsep.join(pythonpath), PYTHONUNBUFFERED="1")
+        env = dict(toolchain.env, PYTHONPATH=os.pathsep.join(pythonpath), PYTHONUNBUFFERED="1")
         session.run("python", "-m", "opmatrix.incell.cell_runner", plan_file, env=env)
 
-    nox.session(name=plan["session"], python=python, venv_backend=backend)(cell_session)
+    nox.session(name=plan.session, python=python, venv_backend=backend)(cell_session)

@@ -10,6 +10,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from opmatrix.core import status
+from opmatrix.core.keys import KEY_FIELDS, JobKey
+
 SCHEMA_VERSION = 1
 
 
@@ -91,8 +94,8 @@ class Result:
     duration_s: float | None = None
     schema_version: int = SCHEMA_VERSION
 
-    def key(self) -> tuple[str, ...]:
-        return (self.cell, self.kernel, self.workload, self.dtype, self.backend, self.variant)
+    def key(self) -> JobKey:
+        return JobKey(self.cell, self.kernel, self.workload, self.dtype, self.backend, self.variant)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True, allow_nan=False, default=str)
@@ -102,9 +105,31 @@ class Result:
         return cls.from_dict(json.loads(text))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Result:
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: dict[str, Any], identified: bool = True) -> Result:
+        """A row from its JSON object, every field checked: a tampered or damaged row raises RowError saying
+        which field is wrong, never becomes a half-blank row or a traceback downstream. identified=False: a
+        worker's row, whose identity the cell runner stamps afterwards."""
+        if not isinstance(data, dict):
+            raise RowError(f"a result row is a JSON object, got {type(data).__name__}")
+        for name in REQUIRED if identified else ("status",):
+            if not isinstance(data.get(name), str) or not data[name]:
+                raise RowError(f"field {name!r} must be a non-empty string, got {data.get(name)!r}")
+        if "variant" in data and (not isinstance(data["variant"], str) or not data["variant"]):
+            raise RowError(f"field 'variant' must be a non-empty string, got {data['variant']!r}")
+        if data["status"] not in status.ALL:
+            raise RowError(f"status {data['status']!r} is not one of {', '.join(status.ALL)}")
+        values = {}
+        for name, check in _CHECKS.items():
+            if name in data:
+                value = data[name]
+                if not check(value):
+                    raise RowError(f"field {name!r} has the wrong type: {value!r} ({_TYPES[name]} expected)")
+                values[name] = value
+        return cls(**values)
+
+
+class RowError(ValueError):
+    """A stored result row that is not a valid row (wrong type, missing identity, unknown status)."""
 
 
 def backend_label(backend: str, variant: str) -> str:
@@ -113,6 +138,23 @@ def backend_label(backend: str, variant: str) -> str:
 
 
 COLUMNS = [f.name for f in dataclasses.fields(Result)]
+# Identity a stored row cannot lack (variant defaults to "default": rows from before variants existed).
+REQUIRED = ("run_id", *(k for k in KEY_FIELDS if k != "variant"), "status")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_CHECKERS = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float | None": lambda v: v is None or _number(v),
+    "bool | None": lambda v: v is None or isinstance(v, bool),
+    "list[float]": lambda v: isinstance(v, list) and all(_number(x) for x in v),
+}
+_TYPES = {f.name: f.type for f in dataclasses.fields(Result)}
+_CHECKS = {name: _CHECKERS[kind] for name, kind in _TYPES.items()}
 NUMERIC = [f.name for f in dataclasses.fields(Result) if f.type == "float | None"]
 
 

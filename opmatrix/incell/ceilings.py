@@ -1,7 +1,7 @@
 """The device's measured ceilings, once per cell: a large matrix product per dtype (the arithmetic ceiling) and a
 large device-to-device copy (the memory ceiling, bytes read + written). Datasheet rates are leads; these are what
 this device, driver and library reach today, timed the same way as every kernel (opmatrix.incell.measure). Each result
-is then placed against the roofline: bound = max(flops / peak, min_bytes / bandwidth); roofline_pct = bound / time.
+is then placed against the roofline (opmatrix.core.metrics).
 
 Run as `python -m opmatrix.incell.ceilings OUT DEVICE DTYPE...` inside the cell's environment; writes JSON to OUT."""
 from __future__ import annotations
@@ -34,16 +34,6 @@ def measure_ceilings(torch_device: str, dtypes: list[str], warmup_ms: float = 25
     timing = measure.time_callable(lambda: dst.copy_(src), torch_device, warmup_ms, rep_ms)
     return {"tflops": tflops, "copy_gbps": 2.0 * src.numel() * 4 / (timing.median_ms / 1e3) / 1e9,
             "how": f"matmul {n}^3 per dtype, copy {size['copy_mib']} MiB (read+write), {timing.timer}"}
-
-
-def roofline_pct(flops: float | None, min_bytes: float | None, median_ms: float | None, dtype: str,
-                 ceilings: dict) -> float | None:
-    peak = ceilings.get("tflops", {}).get(dtype)
-    bandwidth = ceilings.get("copy_gbps")
-    if not (flops and min_bytes and median_ms and peak and bandwidth):
-        return None
-    bound_s = max(flops / (peak * 1e12), min_bytes / (bandwidth * 1e9))
-    return 100.0 * bound_s / (median_ms / 1e3)
 
 
 if __name__ == "__main__":  # python -m opmatrix.incell.ceilings OUT DEVICE DTYPE...

@@ -1,162 +1,138 @@
 """The cell runner: run every job of one cell, each in a fresh worker process with a time limit.
 
 `run_cell(plan)` yields one Result per job, whatever happens to the worker: a segfault becomes `crashed`, a hang
-`timeout`, and the next job goes on. Run as `python -m opmatrix.incell.cell_runner PLAN.json` inside the cell's environment,
-it prints each result as one `OPMATRIX-RESULT {json}` line the moment it exists. Stdlib only.
+`timeout`, and the next job goes on. Run as `python -m opmatrix.incell.cell_runner PLAN.json` inside the cell's
+environment, it prints each result as one `OPMATRIX-RESULT {json}` line the moment it exists. Stdlib only.
+
+Each job gets a scratch folder named by its full key, emptied before the job starts, and each worker start an
+attempt id: a result file is trusted only when it carries the attempt of the worker just run, so a file left by an
+earlier run, attempt or job can never become this job's row.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
-import signal
-import subprocess
+import shutil
 import sys
-import time
+import uuid
 from pathlib import Path
 from typing import Iterator
 
-from opmatrix.core import status
-from opmatrix.incell import plugins
-from opmatrix.incell.ceilings import roofline_pct
-from opmatrix.incell.plugins import DeviceInfo
+from opmatrix.core import metrics, status
+from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask
 from opmatrix.core.result import Result
+from opmatrix.incell import plugins
+from opmatrix.incell.processes import die_with_parent, run_limited, signal_name, tail
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
-STDERR_TAIL_CHARS = 4000
 PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls)
-
-
-def _tail(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-STDERR_TAIL_CHARS:].decode("utf-8", "replace")
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _run_process(args: list[str], env: dict, log: Path, timeout_s: float) -> tuple[int | None, float]:
-    """Run in its own process group (so a timeout kills compilers it started too); None means timed out."""
-    start = time.perf_counter()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout_s), time.perf_counter() - start
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return None, time.perf_counter() - start
-        except BaseException:  # Ctrl-C: take the worker down with us, then propagate
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-
-
-def past_deadline(plan: dict) -> bool:
-    """`opmatrix run --deadline-s`: no job starts after the plan's deadline (seconds since the epoch)."""
-    return bool(plan.get("deadline")) and time.time() >= plan["deadline"]
+FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton")
 
 
 def probe(module: str, args: list[str], scratch: Path) -> dict | None:
-    """Run `python -m opmatrix.<module> OUT ARGS...` in this environment with a time limit; its JSON, or None."""
+    """Run `python -m opmatrix.incell.<module> OUT ARGS...` in this environment with a time limit; its JSON."""
     out = scratch / f"{module}.json"
-    code, _ = _run_process([sys.executable, "-m", f"opmatrix.incell.{module}", str(out), *args], dict(os.environ),
-                           scratch / f"{module}.log", PROBE_TIMEOUT_S)
+    out.unlink(missing_ok=True)
+    code, _ = run_limited([sys.executable, "-m", f"opmatrix.incell.{module}", str(out), *args], dict(os.environ),
+                          scratch / f"{module}.log", PROBE_TIMEOUT_S)
     return json.loads(out.read_text()) if code == 0 and out.is_file() else None
 
 
-JOB_SETTINGS = ("trials", "seed", "warmup_ms", "rep_ms", "cuda_graph_below_ms", "crosscheck")
+def read_result(path: Path, attempt: str) -> Result | None:
+    """The worker's result, only if it is this attempt's (and whole)."""
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or data.get("attempt") != attempt:
+            return None
+        return Result.from_dict(data.get("result"), identified=False)
+    except (OSError, ValueError):  # absent, cut short, or not a valid row (RowError is a ValueError)
+        return None
+
+
+def write_result(path: Path, attempt: str, result: Result) -> None:
+    """Atomic: the cell runner sees the whole file or none."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"attempt": attempt, "result": json.loads(result.to_json())}))
+    tmp.replace(path)
 
 
 class CellRunner:
-    def __init__(self, plan: dict) -> None:
+    def __init__(self, plan: CellPlan) -> None:
         self.plan = plan
-        self.cell = plan["cell"]
-        self.scratch = Path(plan["scratch_dir"])
+        self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
-        d = self.cell["device"]
-        self.facts = probe("facts", [d["vendor"]], self.scratch) or {
-            "runtime": f"facts probe failed: {_tail(self.scratch / 'facts.log')[-300:]}"}
-        arch = d["arch"] if d["arch"] != "auto" else self.facts.get("arch", "")
-        self.device = DeviceInfo(d["id"], d["vendor"], arch, self.facts.get("device_name", ""))
-        dtypes = sorted({j["dtype"] for j in plan["jobs"]})
-        self.ceilings = ({} if plan.get("mode") == "compile" or not plan["jobs"]
+        d = plan.cell.device
+        self.facts = probe("facts", [d.vendor], self.scratch) or {
+            "runtime": f"facts probe failed: {tail(self.scratch / 'facts.log')[-300:]}"}
+        arch = d.arch if d.arch != "auto" else self.facts.get("arch", "")
+        self.device = DeviceInfo(d.id, d.vendor, arch, self.facts.get("device_name", ""))
+        dtypes = sorted({j.dtype for j in plan.jobs})
+        self.ceilings = ({} if plan.mode is Mode.COMPILE or not plan.jobs
                          else probe("ceilings", [self.device.torch, *dtypes], self.scratch) or {})
 
     def results(self) -> Iterator[Result]:
-        for index, job in enumerate(self.plan["jobs"]):
-            if past_deadline(self.plan):
+        for job in self.plan.jobs:
+            if self.plan.past_deadline():
                 return  # not started, no row: `opmatrix run --resume` picks these jobs up
-            yield self.run_job(index, job)
+            yield self.run_job(job)
 
-    def run_job(self, index: int, job: dict) -> Result:
-        folder = self.scratch / f"job{index:04d}-{job['kernel']}-{job['backend']}-{job['variant']}"
-        folder.mkdir(parents=True, exist_ok=True)
-        settings = self.plan["settings"]
-        payload = dict(job, mode=self.plan.get("mode", "run"), device=vars(self.device),
-                       kernels_dir=self.plan["kernels_dir"],
-                       backends_dir=self.plan["backends_dir"],
-                       **{key: settings[key] for key in JOB_SETTINGS if key in settings})
-        (folder / "job.json").write_text(json.dumps(payload))
+    def job_folder(self, job: JobSpec) -> Path:
+        """This job's own scratch, emptied: nothing from an earlier run, attempt or job survives into it."""
+        folder = self.scratch / "jobs" / self.plan.key(job).folder_name()
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        return folder
+
+    def run_job(self, job: JobSpec) -> Result:
+        folder = self.job_folder(job)
+        attempt = uuid.uuid4().hex
+        task = WorkerTask(job=job, mode=self.plan.mode, device=self.device, kernels_dir=self.plan.kernels_dir,
+                          backends_dir=self.plan.backends_dir, settings=self.plan.settings, attempt=attempt)
+        (folder / "task.json").write_text(task.to_json())
         result_path = folder / "result.json"
         env = dict(os.environ)
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         try:
-            backend = plugins.load_backend(Path(self.plan["backends_dir"]), job["backend"])
+            backend = plugins.load_backend(Path(self.plan.backends_dir), job.backend)
             env.update(backend.environment(self.device, folder / "cache"))
         except Exception as exc:
             return self._finish(job, Result(status=status.ENV_ERROR, phase="load",
                                             error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
                                 started, 0.0)
-        code, elapsed = _run_process([sys.executable, "-m", "opmatrix.incell.worker", str(folder / "job.json"),
-                                      str(result_path)], env, folder / "worker.log", job["timeout_s"])
-        log_tail = _tail(folder / "worker.log")
-        if result_path.is_file():
-            result = Result.from_json(result_path.read_text())
-        else:
-            phase = (Path(str(result_path) + ".phase").read_text()
-                     if Path(str(result_path) + ".phase").is_file() else "start")
+        code, elapsed = run_limited([sys.executable, "-m", "opmatrix.incell.worker", str(folder / "task.json"),
+                                     str(result_path)], env, folder / "worker.log", job.timeout_s)
+        result = read_result(result_path, attempt)  # whole and this attempt's, even if the exit crashed
+        if result is None:
+            phase_file = folder / "phase"
+            phase = phase_file.read_text() if phase_file.is_file() else "start"
             if code is None:
                 result = Result(status=status.TIMEOUT, phase=phase,
-                                error=f"killed after {job['timeout_s']:g} s in phase {phase}")
+                                error=f"killed after {job.timeout_s:g} s in phase {phase}")
             else:
-                how = f"killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
+                how = f"killed by {signal_name(code)}" if code < 0 else f"exited with code {code}"
                 result = Result(status=status.CRASHED, phase=phase,
                                 error=f"worker {how} in phase {phase} without a result")
-        result.stderr_tail = log_tail
+        result.stderr_tail = tail(folder / "worker.log")
         return self._finish(job, result, started, elapsed)
 
-    def _finish(self, job: dict, result: Result, started: str, elapsed: float) -> Result:
-        for key in ("kernel", "workload", "dtype", "backend", "variant"):
-            setattr(result, key, job[key])
-        f, d = self.facts, self.device
-        result.run_id, result.cell = self.plan["run_id"], self.cell["id"]
-        result.device, result.toolchain = d.id, self.cell["toolchain"]["name"]
-        result.env_hash, result.vendor, result.arch = self.cell["env_hash"], d.vendor, d.arch
-        result.gpu_index = self.plan.get("gpu_index", "")
-        for key in ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton"):
-            setattr(result, key, str(f.get(key, "")))
-        result.started_at, result.duration_s = started, elapsed
-        result.ceiling_tflops = self.ceilings.get("tflops", {}).get(result.dtype)
-        result.ceiling_gbps = self.ceilings.get("copy_gbps")
-        result.roofline_pct = roofline_pct(result.flops, result.min_bytes, result.median_ms, result.dtype,
-                                           self.ceilings)
-        return result
+    def _finish(self, job: JobSpec, result: Result, started: str, elapsed: float) -> Result:
+        """Stamp the row with the job's identity and the cell's facts, then derive its metrics."""
+        facts = {key: str(self.facts.get(key, "")) for key in FACT_FIELDS}
+        identity = dict(self.plan.identity(job), arch=self.device.arch)  # 'auto' resolved on this host
+        stamped = dataclasses.replace(result, **identity, **facts, started_at=started, duration_s=elapsed)
+        return metrics.derive(stamped, self.ceilings)
 
 
-def run_cell(plan: dict) -> Iterator[Result]:
+def run_cell(plan: CellPlan) -> Iterator[Result]:
     """The cell runner as a function: plan (cell, jobs, settings, folders) -> results, one per job."""
     yield from CellRunner(plan).results()
 
 
 def main(argv: list[str]) -> int:
-    plan = json.loads(Path(argv[0]).read_text())
+    die_with_parent()
+    plan = CellPlan.from_json(Path(argv[0]).read_text())
     for result in run_cell(plan):
         sys.stdout.write(RESULT_PREFIX + result.to_json() + "\n")
         sys.stdout.flush()

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from opmatrix.core.jobs import DeviceInfo  # noqa: F401  (the device as plugins see it)
+
 SPEC_CONTRACT = ("WORKLOADS", "make_inputs", "make_output", "reference", "flops", "min_bytes", "tolerance",
                  "describe")
 IMPL_CONTRACT = ("build",)
@@ -100,22 +102,3 @@ def declared_variants(path: Path) -> tuple[str, ...]:
                 raise PluginError(f"{path}: VARIANTS must be a non-empty tuple of strings, got {value!r}")
             return tuple(value)
     return ("default",)
-
-
-class DeviceInfo:
-    """The device as backends and implementations see it."""
-
-    def __init__(self, id: str, vendor: str, arch: str, name: str = "") -> None:
-        self.id, self.vendor, self.arch, self.name = id, vendor, arch, name
-
-    @property
-    def torch(self) -> str:
-        """The torch device string: ROCm builds of torch expose AMD GPUs as 'cuda' too."""
-        return "cpu" if self.vendor == "cpu" else "cuda"
-
-    @property
-    def is_gpu(self) -> bool:
-        return self.vendor != "cpu"
-
-    def __repr__(self) -> str:
-        return f"DeviceInfo({self.id!r}, {self.vendor!r}, {self.arch!r})"

@@ -1,8 +1,8 @@
 """One job in one fresh process: load, check coverage, build, check correctness, time.
 
-Run as `python -m opmatrix.incell.worker JOB.json RESULT.json`. The cell runner starts one per job with a time limit,
-so a segfault, a hang or a sticky device error ends this process only. The phase reached is written to
-RESULT.json.phase as the job advances, so a crash can be reported with where it happened.
+Run as `python -m opmatrix.incell.worker TASK.json RESULT.json`. The cell runner starts one per job with a time
+limit, so a segfault, a hang or a sticky device error ends this process only. The phase reached is written to the
+file `phase` beside RESULT.json as the job advances, so a crash can be reported with where it happened.
 """
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ import traceback
 from pathlib import Path
 
 from opmatrix.core import status
-from opmatrix.incell import measure, plugins, telemetry
-from opmatrix.incell.plugins import DeviceInfo, Unavailable, Unsupported
+from opmatrix.core.jobs import Mode, WorkerTask
 from opmatrix.core.result import Result, clean_float
+from opmatrix.incell import measure, plugins, telemetry
+from opmatrix.incell.cell_runner import write_result
+from opmatrix.incell.plugins import Unavailable, Unsupported
+from opmatrix.incell.processes import die_with_parent
 
 
 class JobFailed(Exception):
@@ -31,13 +34,13 @@ def _describe(exc: BaseException) -> str:
 
 
 class Worker:
-    def __init__(self, job: dict, result_path: Path) -> None:
-        self.job = job
-        self.phase_path = Path(str(result_path) + ".phase")
+    def __init__(self, task: WorkerTask, result_path: Path) -> None:
+        self.task, self.job, self.settings = task, task.job, task.settings
+        self.phase_path = result_path.parent / "phase"
         self.returns_output = False
-        self.device = DeviceInfo(**job["device"])
-        self.result = Result(kernel=job["kernel"], workload=job["workload"], dtype=job["dtype"],
-                             backend=job["backend"], variant=job["variant"], compile_cache="cold")
+        self.device = task.device
+        self.result = Result(kernel=task.job.kernel, workload=task.job.workload, dtype=task.job.dtype,
+                             backend=task.job.backend, variant=task.job.variant, compile_cache="cold")
 
     def phase(self, name: str) -> None:
         self.result.phase = name
@@ -54,29 +57,29 @@ class Worker:
         return self.result
 
     def _run(self) -> None:
-        job, res, dev = self.job, self.result, self.device
+        task, job, res, dev = self.task, self.job, self.result, self.device
         self.phase("load")
-        backend = plugins.load_backend(Path(job["backends_dir"]), job["backend"])
+        backend = plugins.load_backend(Path(task.backends_dir), job.backend)
         try:
             res.backend_version = str(backend.available())
         except Unavailable as exc:
             raise JobFailed(status.NOT_INSTALLED, str(exc)) from None
-        compile_only = job.get("mode") == "compile"
+        compile_only = task.mode is Mode.COMPILE
         reason = None if compile_only else backend.covers(dev)
         if reason:
             raise JobFailed(status.UNSUPPORTED, reason)
-        kernels_dir = Path(job["kernels_dir"])
-        spec = plugins.load_spec(kernels_dir, job["kernel"])
-        if not plugins.impl_path(kernels_dir, job["kernel"], job["backend"]).is_file():
-            raise JobFailed(status.UNSUPPORTED, f"no implementation: kernels/{job['kernel']}/"
-                            f"{plugins.module_file(job['backend'])} does not exist")
-        impl = plugins.load_impl(kernels_dir, job["kernel"], job["backend"])
+        kernels_dir = Path(task.kernels_dir)
+        spec = plugins.load_spec(kernels_dir, job.kernel)
+        if not plugins.impl_path(kernels_dir, job.kernel, job.backend).is_file():
+            raise JobFailed(status.UNSUPPORTED, f"no implementation: kernels/{job.kernel}/"
+                            f"{plugins.module_file(job.backend)} does not exist")
+        impl = plugins.load_impl(kernels_dir, job.kernel, job.backend)
         self.returns_output = bool(getattr(impl, "RETURNS_OUTPUT", False))
-        workload = spec.WORKLOADS[job["workload"]]
+        workload = spec.WORKLOADS[job.workload]
         res.shape = spec.describe(workload)
         res.flops = float(spec.flops(workload))
-        res.min_bytes = float(spec.min_bytes(workload, job["dtype"]))
-        res.tolerance = float(spec.tolerance(job["dtype"]))
+        res.min_bytes = float(spec.min_bytes(workload, job.dtype))
+        res.tolerance = float(spec.tolerance(job.dtype))
 
         if compile_only:
             self._compile_only(impl, workload)
@@ -87,8 +90,8 @@ class Worker:
         res.compile_cache = getattr(fn, "compile_cache", "cold")  # a build may say it reused an earlier one
 
         self.phase("first_call")
-        inputs = spec.make_inputs(workload, job["dtype"], dev.torch, job["seed"])
-        out = spec.make_output(workload, job["dtype"], dev.torch)
+        inputs = spec.make_inputs(workload, job.dtype, dev.torch, self.settings.seed)
+        out = spec.make_output(workload, job.dtype, dev.torch)
         # The first call includes JIT compilation for backends that compile lazily (torch.compile, Triton).
         lazy = getattr(backend, "COMPILES_ON_FIRST_CALL", False)
         self._call(fn, inputs, out, status.COMPILE_ERROR if lazy else status.RUNTIME_ERROR)
@@ -96,8 +99,8 @@ class Worker:
 
         self.phase("correctness")
         worst = 0.0
-        for trial in range(job["trials"]):
-            inputs = spec.make_inputs(workload, job["dtype"], dev.torch, job["seed"] + 1 + trial)
+        for trial in range(self.settings.trials):
+            inputs = spec.make_inputs(workload, job.dtype, dev.torch, self.settings.seed + 1 + trial)
             out.fill_(float("nan"))  # poison: an element the kernel does not write stays NaN and fails the check
             got = self._call(fn, inputs, out, status.RUNTIME_ERROR)
             ref = spec.reference(inputs, workload)
@@ -120,9 +123,10 @@ class Worker:
         gpu = telemetry.open_for(dev)
         before = gpu.sample() if gpu else None
         try:
-            timing = measure.time_callable(lambda: fn(*inputs, out), dev.torch, job["warmup_ms"], job["rep_ms"])
+            warmup_ms, rep_ms = self.settings.warmup_ms, self.settings.rep_ms
+            timing = measure.time_callable(lambda: fn(*inputs, out), dev.torch, warmup_ms, rep_ms)
             # Stability: the same build timed a second time; a speed-up smaller than this spread is noise.
-            rerun = measure.time_callable(lambda: fn(*inputs, out), dev.torch, job["warmup_ms"], job["rep_ms"])
+            rerun = measure.time_callable(lambda: fn(*inputs, out), dev.torch, warmup_ms, rep_ms)
         except Exception as exc:
             raise JobFailed(status.RUNTIME_ERROR, _describe(exc)) from None
         if gpu:
@@ -132,31 +136,27 @@ class Worker:
         res.timer, res.samples_ms, res.reps = timing.timer, timing.samples_ms, len(timing.samples_ms)
         res.median_ms = timing.median_ms
         res.rerun_median_ms = rerun.median_ms
-        res.stability_pct = 100.0 * abs(rerun.median_ms - timing.median_ms) / timing.median_ms
         res.p10_ms, res.p90_ms = timing.quantile(0.1), timing.quantile(0.9)
         self._extra_views(lambda: fn(*inputs, out))
-        seconds = res.median_ms / 1e3
-        res.tflops = res.flops / seconds / 1e12 if seconds > 0 else None
-        res.gbps = res.min_bytes / seconds / 1e9 if seconds > 0 else None
         res.status = status.OK
         self.phase("done")
 
     def _extra_views(self, call) -> None:
         """Optional GPU views beside the event median; a failure is a note, never a failed row. CUPTI goes first:
         a graph capture that fails can leave the stream unusable."""
-        job, res, notes = self.job, self.result, []
+        settings, res, notes = self.settings, self.result, []
         if not self.device.is_gpu:
             return
-        if job.get("crosscheck"):
+        if settings.crosscheck:
             try:
-                calls = int(min(200, max(5, job["rep_ms"] / res.median_ms)))
+                calls = int(min(200, max(5, settings.rep_ms / res.median_ms)))
                 res.crosscheck_events_ms, res.cupti_ms = measure.crosscheck_cupti(call, calls)
                 res.cupti_diff_pct = 100.0 * (res.crosscheck_events_ms - res.cupti_ms) / res.cupti_ms
             except Exception as exc:
                 notes.append(f"CUPTI cross-check failed: {_describe(exc)}")
-        if res.median_ms < job.get("cuda_graph_below_ms", 0):
+        if res.median_ms < settings.cuda_graph_below_ms:
             try:
-                res.graph_median_ms = measure.graph_replay(call, job["rep_ms"]).median_ms
+                res.graph_median_ms = measure.graph_replay(call, settings.rep_ms).median_ms
             except Exception as exc:
                 notes.append(f"CUDA-graph replay failed: {_describe(exc)}")
         res.timing_notes = "; ".join(notes)
@@ -165,7 +165,7 @@ class Worker:
         """build / compile_for: Unsupported is a coverage answer, any other exception a compile error."""
         self.phase("build")
         try:
-            return make(workload, self.job["dtype"], self.device, self.job["variant"])
+            return make(workload, self.job.dtype, self.device, self.job.variant)
         except Unsupported as exc:
             raise JobFailed(status.UNSUPPORTED, str(exc)) from None
         except Exception as exc:
@@ -176,7 +176,7 @@ class Worker:
         job, res, dev = self.job, self.result, self.device
         if not hasattr(impl, "compile_for"):
             raise JobFailed(status.NO_HOST, f"no host of this run has device {dev.id!r}, and "
-                            f"kernels/{job['kernel']}/{plugins.module_file(job['backend'])} offers no "
+                            f"kernels/{job.kernel}/{plugins.module_file(job.backend)} offers no "
                             "compile-only build (compile_for)")
         start = time.perf_counter()
         built = self._build(impl.compile_for, workload)
@@ -206,14 +206,11 @@ class Worker:
 
 
 def main(argv: list[str]) -> int:
-    job = json.loads(Path(argv[0]).read_text())
+    die_with_parent()
+    task = WorkerTask.from_json(Path(argv[0]).read_text())
     result_path = Path(argv[1])
-    started = time.time()
-    result = Worker(job, result_path).run()
-    result.duration_s = time.time() - started
-    tmp = result_path.with_suffix(".tmp")
-    tmp.write_text(result.to_json())
-    tmp.replace(result_path)
+    result = Worker(task, result_path).run()
+    write_result(result_path, task.attempt, result)
     return 0
 
 

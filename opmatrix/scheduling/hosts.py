@@ -1,6 +1,7 @@
-"""What devices this host has, and which matrix devices they satisfy. Stdlib only: vendor tools, no torch.
+"""What devices this host has, and which matrix devices they satisfy. No torch: the driver's own libraries.
 
-NVIDIA GPUs are read with nvidia-smi, AMD GPUs with rocm-smi (where installed); the CPU is always there.
+NVIDIA GPUs are read through NVML (nvidia-ml-py, the `gpu` extra), with nvidia-smi as the fallback where NVML is
+not importable; AMD GPUs with rocm-smi (where installed); the CPU is always there.
 A host GPU goes to every matrix device whose vendor, arch and name pattern it matches; devices marked
 `fallback` (e.g. "the local GPU, whatever it is") get it only when no other device claims it.
 """
@@ -32,7 +33,33 @@ def _run(args: list[str]) -> str:
     return out.stdout if out.returncode == 0 else ""
 
 
+def _nvml_gpus() -> list[HostDevice] | None:
+    """NVIDIA GPUs through NVML, or None when NVML cannot be used here (no library, no driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            gpus.append(HostDevice("nvidia", str(index), name.decode() if isinstance(name, bytes) else name,
+                                   f"sm_{major}{minor}"))
+        return gpus
+    except Exception:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def nvidia_gpus() -> list[HostDevice]:
+    gpus = _nvml_gpus()
+    if gpus is not None:
+        return gpus
     if not shutil.which("nvidia-smi"):
         return []
     text = _run(["nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv,noheader"])
@@ -81,7 +108,3 @@ def resolve(devices: list, host: list[HostDevice]) -> dict[str, list[HostDevice]
         for d in specific or matching:
             assigned.setdefault(d.id, []).append(hd)
     return assigned
-
-
-def describe_device_dict(device: dict) -> str:
-    return f"{device['vendor']} {device['arch']}, name ~ /{device['name']}/"

@@ -17,34 +17,37 @@ import itertools
 import json
 import os
 import socket
-import sys
 from dataclasses import dataclass, field
 from typing import Iterator
+from urllib.parse import urlsplit
 
 import ray
 from ray.exceptions import RayError, RayTaskError
 from ray.util.queue import Queue
 
 from opmatrix import paths
+from opmatrix.cellenv.launch import run_cell_in_env
 from opmatrix.core import status
-from opmatrix.scheduling import hosts, resources
-from opmatrix.cellenv.launch import cell_result, run_cell_in_env
+from opmatrix.core.jobs import CellPlan, JobSpec, Mode
 from opmatrix.core.result import Result
-from opmatrix.scheduling.local import compile_plan, no_host_results
+from opmatrix.scheduling import hosts, resources
+from opmatrix.scheduling.dispatch import SchedulerError, compile_plan, no_host_reason, no_host_rows
 
 MAX_ATTEMPTS = 3
 STARTED = "started"
 HEAD_RESOURCE = "node:__internal_head__"  # every Ray head node has it
+CONNECT_TIMEOUT_S = 5.0
 
 
 @ray.remote(max_retries=0)
-def cell_task(plan: dict, queue: Queue, tag: int) -> int:
+def cell_task(plan_json: str, queue: Queue, tag: int) -> int:
     """Runs on the node Ray chose: puts a 'started' event, then one JSON result per job; returns how many."""
     node = ray.get_runtime_context().get_node_id()
-    plan = dict(plan, gpu_index=",".join(str(g) for g in ray.get_gpu_ids()))
+    plan = CellPlan.from_json(plan_json)
+    plan = plan.replace(gpu_index=",".join(str(g) for g in ray.get_gpu_ids()))
     queue.put((tag, json.dumps({"event": STARTED, "node": node, "host": socket.gethostname(),
-                                "gpu": plan["gpu_index"]})))
-    if plan["cell"]["device"]["vendor"] == "cpu":
+                                "gpu": plan.gpu_index})))
+    if plan.cell.device.vendor == "cpu":
         os.environ.pop("OMP_NUM_THREADS", None)  # Ray pins it to the task's CPU count; a CPU cell owns the host
     sent = 1
     for result in run_cell_in_env(plan):
@@ -54,21 +57,17 @@ def cell_task(plan: dict, queue: Queue, tag: int) -> int:
     return sent
 
 
-def job_key(plan: dict, job: dict) -> tuple:
-    return (plan["cell"]["id"], job["kernel"], job["workload"], job["dtype"], job["backend"], job["variant"])
-
-
 @dataclass
 class CellRun:
-    plan: dict
+    plan: CellPlan
     resource: str
     attempt: int = 1
     done: set = field(default_factory=set)
     received: int = 0  # queue items taken for this attempt
     sent: int | None = None  # queue items the task says it put (known once it returned)
 
-    def remaining(self) -> list[dict]:
-        return [j for j in self.plan["jobs"] if job_key(self.plan, j) not in self.done]
+    def remaining(self) -> list[JobSpec]:
+        return [j for j in self.plan.jobs if self.plan.key(j) not in self.done]
 
 
 def route(matrix_devices: list, nodes: list[dict]) -> dict[str, str]:
@@ -78,6 +77,40 @@ def route(matrix_devices: list, nodes: list[dict]) -> dict[str, str]:
     offered.pop(None, None)
     assigned = hosts.resolve(matrix_devices, list(offered))
     return {dev: max((offered[hd] for hd in hds), key=lambda name: totals[name]) for dev, hds in assigned.items()}
+
+
+def task_options(plan: CellPlan, resource: str, host_tokens: bool) -> dict:
+    """Ray options for a cell task: its device resource and one GPU when it runs on one; compile-only cells need
+    neither. With host tokens a CPU timing cell holds its host alone; the others share it."""
+    compile_only = plan.mode is Mode.COMPILE
+    gpu = plan.cell.device.vendor != "cpu" and not compile_only
+    needs = {} if compile_only else {resource: 1}
+    if host_tokens:
+        needs[resources.HOST] = resources.SHARED if gpu or compile_only else 1.0
+    return {"num_cpus": 1, "num_gpus": 1 if gpu else 0, "resources": needs}
+
+
+def after_loss(run: CellRun, alive: dict[str, float], error: str) -> tuple[CellRun | None, str]:
+    """A cell's node went away: (the retry to submit, "") or (None, why its remaining jobs are lost)."""
+    if alive.get(run.resource, 0) > 0 and run.attempt < MAX_ATTEMPTS:
+        return CellRun(run.plan.replace(jobs=tuple(run.remaining())), run.resource, run.attempt + 1), ""
+    if alive.get(run.resource, 0) == 0:
+        return None, (f"the node running this cell was lost ({error}) and no other live node offers "
+                      f"{run.resource}")
+    return None, f"the cell was lost {run.attempt} times ({error}); giving up"
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail within seconds, not after Ray's minutes of retries, when a cluster address does not answer."""
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    if not parts.hostname or not parts.port:
+        raise SchedulerError(f"Ray address {address!r} needs host:port (ray://host:10001 or host:6379)")
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise SchedulerError(f"Ray cluster {address} does not answer ({exc}) within {timeout_s:g} s: start it, "
+                             "fix --address / RAY_ADDRESS, or leave both out to run on an embedded local Ray")
 
 
 class RayScheduler:
@@ -93,6 +126,7 @@ class RayScheduler:
         pythonpath = os.pathsep.join(p for p in (str(paths.ROOT), os.environ.get("PYTHONPATH")) if p)
         runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}
         if self.address:
+            check_reachable(self.address)
             ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
             return self
         local = hosts.detect_local()
@@ -117,7 +151,7 @@ class RayScheduler:
         kind = "embedded local Ray" if self.embedded else f"Ray cluster {self.address}"
         return f"{kind}: {len(alive)} node(s); devices: {offered or 'none advertised'}"
 
-    def run(self, plans: list[dict], matrix_devices: list, progress) -> Iterator[Result]:
+    def run(self, plans: list[CellPlan], matrix_devices: list, progress) -> Iterator[Result]:
         nodes = ray.nodes()
         routes = route(matrix_devices, nodes)
         self.queue = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_RESOURCE: 0.001}})
@@ -127,17 +161,17 @@ class RayScheduler:
         self.host_tokens = resources.HOST in offered  # hosts started with `opmatrix host-resources` have them
         cpu_nodes = {name: n for name, n in offered.items() if name.startswith(resources.PREFIX + "cpu.")}
         for plan in plans:
-            device = plan["cell"]["device"]
-            compile_only = compile_plan(plan) if device["id"] not in routes else None
+            device = plan.cell.device
+            compile_only = compile_plan(plan) if device.id not in routes else None
             if compile_only and cpu_nodes:  # build for the missing device on a CPU, never run
                 self._submit(CellRun(compile_only, max(cpu_nodes, key=cpu_nodes.get)))
                 continue
-            if device["id"] not in routes:
-                yield from no_host_results(plan, f"no node of the Ray cluster offers device {device['id']!r} "
-                                                 f"({hosts.describe_device_dict(device)}); {self.describe()}")
-                progress.finished(plan["cell"]["id"])
+            if device.id not in routes:
+                yield from no_host_rows(plan, no_host_reason(plan, "no node of the Ray cluster has it; "
+                                                             + self.describe()))
+                progress.finished(plan.cell.id)
                 continue
-            self._submit(CellRun(plan, routes[device["id"]]))
+            self._submit(CellRun(plan, routes[device.id]))
         try:
             yield from self._stream(progress)
         finally:
@@ -165,7 +199,7 @@ class RayScheduler:
                 del self.runs[tag]
                 if isinstance(exc, RayTaskError):  # our own code failed inside the task: report, no retry
                     yield from self._rows(run, status.ENV_ERROR, f"cell task failed: {exc}")
-                    progress.finished(run.plan["cell"]["id"])
+                    progress.finished(run.plan.cell.id)
                 else:  # the node, its worker or the object store went away
                     yield from self._recover(run, exc, progress)
                 continue
@@ -179,7 +213,7 @@ class RayScheduler:
             run.received += 1
         if payload.get("event") == STARTED:
             if run is not None:
-                progress.started(run.plan["cell"]["id"], f"{payload['host']} node {payload['node'][:8]}"
+                progress.started(run.plan.cell.id, f"{payload['host']} node {payload['node'][:8]}"
                                  + (f" gpu {payload['gpu']}" if payload["gpu"] else ""))
             return
         result = Result.from_dict(payload)
@@ -193,40 +227,30 @@ class RayScheduler:
         run = self.runs.get(tag)
         if run is not None and run.sent is not None and run.received >= run.sent:
             del self.runs[tag]
-            progress.finished(run.plan["cell"]["id"])
+            progress.finished(run.plan.cell.id)
 
     def _submit(self, run: CellRun) -> None:
-        compile_only = run.plan.get("mode") == "compile"
-        gpu = run.plan["cell"]["device"]["vendor"] != "cpu" and not compile_only
-        needs = {} if compile_only else {run.resource: 1}
-        if self.host_tokens:  # a CPU timing cell holds its host alone; the others share it
-            needs[resources.HOST] = resources.SHARED if gpu or compile_only else 1.0
         tag = next(self.tags)
         self.runs[tag] = run
-        ref = cell_task.options(num_cpus=1, num_gpus=1 if gpu else 0, resources=needs).remote(
-            run.plan, self.queue, tag)
+        ref = cell_task.options(**task_options(run.plan, run.resource, self.host_tokens)).remote(
+            run.plan.to_json(), self.queue, tag)
         self.tasks[ref] = tag
 
     def _recover(self, run: CellRun, exc: Exception, progress) -> Iterator[Result]:
-        remaining = run.remaining()
-        alive = resources.cluster_devices(ray.nodes())
-        cell = run.plan["cell"]["id"]
-        if not remaining:
+        cell = run.plan.cell.id
+        if not run.remaining():
             progress.finished(cell)
             return
-        if alive.get(run.resource, 0) > 0 and run.attempt < MAX_ATTEMPTS:
-            retry = CellRun(dict(run.plan, jobs=remaining), run.resource, run.attempt + 1)
+        retry, why = after_loss(run, resources.cluster_devices(ray.nodes()), type(exc).__name__)
+        if retry is not None:
             self._submit(retry)
-            progress.note(f"{cell}: {type(exc).__name__}; {len(remaining)} job(s) resubmitted "
+            progress.note(f"{cell}: {type(exc).__name__}; {len(retry.plan.jobs)} job(s) resubmitted "
                           f"(attempt {retry.attempt})")
             return
-        why = (f"the node running this cell was lost ({type(exc).__name__}) and no other live node offers "
-               f"{run.resource}" if alive.get(run.resource, 0) == 0 else
-               f"the cell was lost {run.attempt} times ({type(exc).__name__}); giving up")
         yield from self._rows(run, status.LOST, why)
         progress.finished(cell)
 
     @staticmethod
     def _rows(run: CellRun, status_: str, error: str) -> Iterator[Result]:
         for job in run.remaining():
-            yield cell_result(run.plan, job, status_, error)
+            yield run.plan.row(job, status_, error)

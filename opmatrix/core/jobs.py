@@ -1,0 +1,216 @@
+"""The plan as typed records: what a cell is, which jobs it runs, and what one worker is asked to do.
+
+These cross every process boundary of a run (driver -> Ray task -> nox -> cell runner -> worker) as JSON, and are
+serialised here and nowhere else (`to_json` / `from_json`). A job is identified by one key, `JobKey`; a result row
+for a job that never reached a worker is built in one place, `CellPlan.row`. Stdlib only: the cell runner and the
+worker import this inside cell environments that hold nothing but the kernel's framework.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from opmatrix.core.keys import JobKey
+from opmatrix.core.result import Result
+
+
+class Mode(str, enum.Enum):
+    """What a cell does with its jobs."""
+
+    RUN = "run"  # on a host that has the device: build, check, time
+    COMPILE = "compile"  # no host has the device: build (or lower) for it on a CPU host, never run
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The device as backends and implementations see it (arch resolved from the host when the matrix says
+    'auto')."""
+
+    id: str
+    vendor: str
+    arch: str
+    name: str = ""
+
+    @property
+    def torch(self) -> str:
+        """The torch device string: ROCm builds of torch expose AMD GPUs as 'cuda' too."""
+        return "cpu" if self.vendor == "cpu" else "cuda"
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.vendor != "cpu"
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A matrix [[device]]."""
+
+    id: str
+    vendor: str
+    arch: str
+    name: str = ".*"
+    fallback: bool = False
+    description: str = ""
+
+    def describe(self) -> str:
+        return f"{self.vendor} {self.arch}, name ~ /{self.name}/"
+
+
+@dataclass(frozen=True)
+class ToolchainSpec:
+    """A matrix [[toolchain]]: how a cell's environment is built."""
+
+    name: str
+    python: str | None = None
+    system: bool = False
+    installer: str = "pip"
+    packages: tuple[str, ...] = ()
+    index: dict[str, str] = field(default_factory=dict)
+    devices: tuple[str, ...] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The matrix [run] settings a cell runner and its workers use."""
+
+    trials: int = 3
+    seed: int = 0
+    warmup_ms: float = 25
+    rep_ms: float = 100
+    cuda_graph_below_ms: float = 0.05
+    crosscheck: bool = False
+    compile_only: bool = True
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One device x toolchain. Its environment is reused only on an exact match of env_hash."""
+
+    id: str  # "<device>.<toolchain>"
+    device: DeviceSpec
+    toolchain: ToolchainSpec
+    env_hash: str
+
+    @property
+    def session(self) -> str:
+        """The nox session (and environment folder) of this cell."""
+        return f"cell-{self.device.id}-{self.toolchain.name}-{self.env_hash[:10]}"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    kernel: str
+    workload: str
+    dtype: str
+    backend: str
+    variant: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """Everything one cell runner needs: the cell, its jobs, the settings and where things are."""
+
+    run_id: str
+    cell: CellSpec
+    jobs: tuple[JobSpec, ...]
+    settings: Settings
+    kernels_dir: str
+    backends_dir: str
+    scratch_dir: str
+    mode: Mode = Mode.RUN
+    deadline: float | None = None  # seconds since the epoch; no job starts after it
+    gpu_index: str = ""
+
+    @property
+    def session(self) -> str:
+        """The nox session this plan runs in. Compile-only cells of one toolchain and vendor share one environment:
+        what is built for a device no host has does not depend on which device it is."""
+        if self.mode is Mode.COMPILE:
+            tc = self.cell.toolchain
+            return f"compile-{self.cell.device.vendor}-{tc.name}-{digest(tc, self.cell.device.vendor)[:10]}"
+        return self.cell.session
+
+    def key(self, job: JobSpec) -> JobKey:
+        return JobKey(self.cell.id, job.kernel, job.workload, job.dtype, job.backend, job.variant)
+
+    def identity(self, job: JobSpec) -> dict[str, Any]:
+        """The fields that say which job a result row belongs to."""
+        device = self.cell.device
+        return dict(run_id=self.run_id, cell=self.cell.id, device=device.id, toolchain=self.cell.toolchain.name,
+                    env_hash=self.cell.env_hash, vendor=device.vendor, arch=device.arch, gpu_index=self.gpu_index,
+                    kernel=job.kernel, workload=job.workload, dtype=job.dtype, backend=job.backend,
+                    variant=job.variant)
+
+    def row(self, job: JobSpec, status: str, error: str) -> Result:
+        """A result row for a job of this cell with the given status: the one way such a row is made."""
+        return Result(**self.identity(job), status=status, error=error)
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.time() >= self.deadline
+
+    def replace(self, **changes) -> CellPlan:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> str:
+        return json.dumps(_plain(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> CellPlan:
+        data = json.loads(text)
+        cell = data["cell"]
+        tc = cell["toolchain"]
+        toolchain = ToolchainSpec(**dict(tc, packages=tuple(tc["packages"]),
+                                         devices=None if tc["devices"] is None else tuple(tc["devices"])))
+        return cls(**dict(
+            data, cell=CellSpec(id=cell["id"], device=DeviceSpec(**cell["device"]), toolchain=toolchain,
+                                env_hash=cell["env_hash"]),
+            jobs=tuple(JobSpec(**j) for j in data["jobs"]), settings=Settings(**data["settings"]),
+            mode=Mode(data["mode"])))
+
+
+@dataclass(frozen=True)
+class WorkerTask:
+    """What one worker process is asked to do. `attempt` is unique to this start of the worker: the cell runner
+    accepts a result file only when it carries the same attempt."""
+
+    job: JobSpec
+    mode: Mode
+    device: DeviceInfo
+    kernels_dir: str
+    backends_dir: str
+    settings: Settings
+    attempt: str
+
+    def to_json(self) -> str:
+        return json.dumps(_plain(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerTask:
+        data = json.loads(text)
+        return cls(**dict(data, job=JobSpec(**data["job"]), mode=Mode(data["mode"]),
+                          device=DeviceInfo(**data["device"]), settings=Settings(**data["settings"])))
+
+
+def digest(*parts) -> str:
+    """A stable hash of plain values and records (environment identities)."""
+    return hashlib.sha256(json.dumps(_plain(parts), sort_keys=True).encode()).hexdigest()
+
+
+def _plain(obj) -> Any:
+    """Dataclasses, enums and tuples as JSON-ready values."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj

@@ -1,0 +1,51 @@
+"""run.json: what a run folder holds besides its rows. Which matrix, when, on what scheduler, how many jobs were
+planned, and one entry per session (`--resume` adds one), including whether it was interrupted. Read and written
+only through `RunManifest`."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Session:
+    started_at: str
+    jobs: int
+    deadline_s: float | None = None
+    finished_at: str = ""
+    cells_wall_s: float | None = None  # scheduler start-up excluded
+    interrupted: str = ""  # the signal that stopped it (SIGINT, SIGTERM); "" when it ran to its end
+
+
+@dataclass
+class RunManifest:
+    run_id: str
+    matrix: str = ""
+    started_at: str = ""
+    finished_at: str = ""
+    driver_host: str = ""
+    scheduler: str = ""
+    cells: dict[str, int] = field(default_factory=dict)
+    planned_jobs: int = 0
+    baseline: str = ""
+    acceptance: dict[str, Any] = field(default_factory=dict)
+    sessions: list[Session] = field(default_factory=list)
+    cells_wall_s: float = 0.0
+
+    @property
+    def interrupted(self) -> str:
+        """The signal that stopped the latest session, if one did."""
+        return self.sessions[-1].interrupted if self.sessions else ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunManifest:
+        data = json.loads(text)
+        known = {f.name for f in dataclasses.fields(cls)}
+        session_fields = {f.name for f in dataclasses.fields(Session)}
+        sessions = [Session(**{k: v for k, v in s.items() if k in session_fields}) for s in data.get("sessions", [])]
+        return cls(**{k: v for k, v in data.items() if k in known and k != "sessions"}, sessions=sessions)
