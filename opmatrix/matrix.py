@@ -1,36 +1,70 @@
 """Matrix files: load a TOML file and validate it into a `Matrix`.
 
-Every error names the file, the key (as a path such as `toolchain[1].installer`) and what is allowed, so a user
-can fix the file without reading this code.
+A matrix file is input from whoever wrote it, so everything in it that reaches pip, nox or a timer is checked
+here, before any work: package strings must be PEP 508 requirements (never pip options or shell text), index URLs
+http(s) with a host, Python versions ones that exist, numbers finite and within sane bounds, names unique and
+cross-references pointing at something. What needs the plugin folders (backends, workloads, dtypes, variants) is
+checked by `opmatrix.catalog.check`.
+
+Every error names the file, the key (as a path such as `toolchain[1].packages[0]`), the value and what is
+allowed, so a user can fix the file without reading this code.
 """
 from __future__ import annotations
 
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from opmatrix import matrix_checks as checks
 from opmatrix import paths
+from opmatrix.matrix_checks import EXCLUDE_KEYS, NO_VALUE, Problem  # noqa: F401 (re-exported)
 
 Vendor = Literal["nvidia", "amd", "cpu"]
 VENDORS = ("nvidia", "amd", "cpu")
 IDENT = r"^[a-z0-9][a-z0-9_.-]*$"
+BACKEND = r"^[a-z0-9][a-z0-9_-]*$"  # a file name under backends/: no dots, no slashes
+ARCH = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$"  # sm_90, gfx942:sramecc+:xnack-, x86_64, auto
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_FILE_BYTES = 1 << 20
 
 
 class MatrixError(Exception):
     """A matrix file is missing, unreadable or invalid. The message says where and how to fix it."""
 
 
+def fail(source: str | Path, problems: list[Problem]) -> MatrixError:
+    """The MatrixError listing every problem, one per line."""
+    lines = [f"{source}: {len(problems)} problem(s) in the matrix file"]
+    for p in problems:
+        shown = "" if p.value is NO_VALUE else f" = {_short(p.value)}"
+        lines.append(f"  {p.key}{shown}: {p.message}")
+    return MatrixError("\n".join(lines))
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+Requirement508 = Annotated[str, AfterValidator(checks.requirement)]
+IndexUrl = Annotated[str, AfterValidator(checks.index_url)]
+Backend = Annotated[str, Field(pattern=BACKEND)]
+SECONDS = dict(gt=0, le=86400, allow_inf_nan=False)  # a job's timeout: at most a day
+MILLIS = dict(le=60000, allow_inf_nan=False)  # warm-up or timed repetitions: at most a minute
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: TOML is typed, so "300" for a number or true for a count is a mistake, not something to coerce
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Device(_Model):
     id: str = Field(pattern=IDENT)
     vendor: Vendor
-    arch: str = Field(description="sm_90, gfx942, x86_64 ... or 'auto' to take the host's")
+    arch: str = Field(pattern=ARCH, description="sm_90, gfx942, x86_64 ... or 'auto' to take the host's")
     name: str = Field(".*", description="regular expression matched against the host's GPU product name")
     fallback: bool = Field(False, description="claim a host GPU only when no other device of the matrix does")
     description: str = ""
@@ -47,21 +81,24 @@ class Device(_Model):
 
 class Toolchain(_Model):
     name: str = Field(pattern=IDENT)
-    python: str | None = Field(None, description="'3.11' or an interpreter path; default: the host's python")
+    python: Annotated[str, AfterValidator(checks.python)] | None = Field(
+        None, description="'3.11' or an absolute interpreter path; default: the host's python")
     system: bool = Field(False, description="layer the cell's packages over the host interpreter's own packages")
     installer: Literal["pip", "uv"] = "pip"
-    packages: list[str] = []
-    index: dict[Vendor, str] = Field({}, description="extra package index per device vendor")
+    # before `packages`, which reads it; left out of dumps so that existing environment hashes stay the same
+    allow_urls: bool = Field(False, exclude=True, description="allow 'name @ URL' direct references in packages")
+    packages: list[Requirement508] = []
+    index: dict[Vendor, IndexUrl] = Field({}, description="extra package index per device vendor")
     devices: list[str] | None = Field(None, description="device ids this toolchain applies to (default: all)")
-    env: dict[str, str] = {}
+    env: dict[Annotated[str, Field(pattern=ENV_NAME)], Annotated[str, AfterValidator(checks.env_value)]] = {}
 
 
 class KernelEntry(_Model):
     name: str = Field(pattern=IDENT)
     workloads: dict[Vendor, list[str]]
     dtypes: dict[Vendor, list[str]]
-    backends: list[str] | None = None
-    timeout_s: float | None = Field(None, gt=0)
+    backends: list[Backend] | None = None
+    timeout_s: float | None = Field(None, **SECONDS)
 
 
 class Exclude(_Model):
@@ -85,17 +122,14 @@ class Exclude(_Model):
         return all(getattr(self, k) is None or values.get(k) == getattr(self, k) for k in EXCLUDE_KEYS)
 
 
-EXCLUDE_KEYS = ("device", "toolchain", "kernel", "backend", "workload", "dtype", "variant")
-
-
 class RunSettings(_Model):
-    timeout_s: float = Field(900, gt=0, description="per job (kernel x workload x dtype x backend x variant)")
-    trials: int = Field(3, ge=3, description="correctness trials, each with fresh random inputs")
+    timeout_s: float = Field(900, **SECONDS, description="per job (kernel x workload x dtype x backend x variant)")
+    trials: int = Field(3, ge=3, le=1000, description="correctness trials, each with fresh random inputs")
     seed: int = 0
-    warmup_ms: float = Field(25, ge=0)
-    rep_ms: float = Field(100, gt=0)
-    cuda_graph_below_ms: float = Field(0.05, ge=0, description="GPU rows whose event median is below this are also "
-                                       "timed by CUDA-graph replay (graph_median_ms); 0 turns it off")
+    warmup_ms: float = Field(25, ge=0, **MILLIS)
+    rep_ms: float = Field(100, gt=0, **MILLIS)
+    cuda_graph_below_ms: float = Field(0.05, ge=0, **MILLIS, description="GPU rows whose event median is below this "
+                                       "are also timed by CUDA-graph replay (graph_median_ms); 0 turns it off")
     crosscheck: bool = Field(False, description="time each GPU row also from CUPTI kernel records "
                                                 "(torch.profiler) and record the agreement with the event median")
     kernels_dir: str | None = None
@@ -105,9 +139,10 @@ class RunSettings(_Model):
 
 
 class Acceptance(_Model):
-    baseline: str = "torch"
-    min_speedup: float = Field(1.05, gt=0, description="a backend must beat the baseline by this to be adopted")
-    max_rel_err: float | None = Field(None, gt=0)
+    baseline: Backend = "torch"
+    min_speedup: float = Field(1.05, gt=0, le=100, allow_inf_nan=False,
+                               description="a backend must beat the baseline by this to be adopted")
+    max_rel_err: float | None = Field(None, gt=0, allow_inf_nan=False)
 
 
 class Matrix(_Model):
@@ -115,29 +150,16 @@ class Matrix(_Model):
     description: str = ""
     run: RunSettings = RunSettings()
     acceptance: Acceptance = Acceptance()
-    backends: list[str]
+    backends: list[Backend]
     device: list[Device] = Field(min_length=1)
     toolchain: list[Toolchain] = Field(min_length=1)
     kernel: list[KernelEntry] = Field(min_length=1)
     exclude: list[Exclude] = []
     source: str = ""  # the file it was read from; set by load_matrix
 
-    @model_validator(mode="after")
-    def _cross_references(self) -> Matrix:
-        _unique("device", [d.id for d in self.device])
-        _unique("toolchain", [t.name for t in self.toolchain])
-        _unique("kernel", [k.name for k in self.kernel])
-        devices = {d.id for d in self.device}
-        for i, tc in enumerate(self.toolchain):
-            for dev in tc.devices or []:
-                _known(f"toolchain[{i}].devices", dev, devices)
-        names = {"device": devices, "toolchain": {t.name for t in self.toolchain},
-                 "kernel": {k.name for k in self.kernel}}
-        for i, ex in enumerate(self.exclude):
-            for key, allowed in names.items():
-                if getattr(ex, key) is not None:
-                    _known(f"exclude[{i}].{key}", getattr(ex, key), allowed)
-        return self
+    def problems(self) -> list[Problem]:
+        """What the schema cannot see: repeated names and references to names this file does not define."""
+        return checks.cross_references(self)
 
     def devices(self) -> dict[str, Device]:
         return {d.id: d for d in self.device}
@@ -154,55 +176,91 @@ class Matrix(_Model):
         return (Path(self.source).parent / value).resolve()
 
 
-def _unique(what: str, names: list[str]) -> None:
-    seen = {n for n in names if names.count(n) > 1}
-    if seen:
-        raise ValueError(f"{what} names must be unique; repeated: {', '.join(sorted(seen))}")
-
-
-def _known(key: str, value: str, allowed: set[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{key} = {value!r} names nothing in this file; allowed: {', '.join(sorted(allowed))}")
-
-
 def load_matrix(path: str | Path) -> Matrix:
-    """Read and validate a matrix file; raise MatrixError naming file, key and the fix."""
+    """Read and validate a matrix file; raise MatrixError naming file, key and the fix.
+
+    Checks the file on its own. `opmatrix.catalog.check(matrix)` checks its names against the plugin folders."""
     path = Path(path)
-    if not path.is_file():
-        hint = ", ".join(sorted(p.name for p in paths.MATRICES.glob("*.toml")))
-        raise MatrixError(f"{path}: no such matrix file (the project's matrix files: {hint})")
+    text = _read(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MatrixError(f"{path}: not valid TOML: {exc}") from None
+    if "source" in data:
+        raise fail(path, [Problem("source", data["source"], f"unknown key; allowed here: {_keys(())}")])
     data.setdefault("name", re.sub(r"[^a-z0-9_.-]", "-", path.stem.lower()))
     data["source"] = str(path.resolve())
     try:
-        return Matrix.model_validate(data)
+        matrix = Matrix.model_validate(data)
     except ValidationError as exc:
-        raise MatrixError(format_errors(path, exc)) from None
+        raise fail(path, [_problem(err) for err in exc.errors()]) from None
+    problems = matrix.problems()
+    if problems:
+        raise fail(path, problems)
+    return matrix
 
 
-def format_errors(path: Path, exc: ValidationError) -> str:
-    lines = [f"{path}: {exc.error_count()} problem(s) in the matrix file"]
-    for err in exc.errors():
-        key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown key; allowed here: {', '.join(_allowed_keys(err['loc']))}"
-        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
-            msg += f" (got {err['input']!r})"
-        lines.append(f"  {key}: {msg}")
-    return "\n".join(lines)
+def _read(path: Path) -> str:
+    project = ", ".join(sorted(p.name for p in paths.MATRICES.glob("*.toml")))
+    if path.is_dir():
+        inside = ", ".join(sorted(p.name for p in path.glob("*.toml"))) or "none"
+        raise MatrixError(f"{path}: is a directory, not a matrix file (its .toml files: {inside}; "
+                          f"the project's matrix files: {project})")
+    if not path.exists():
+        raise MatrixError(f"{path}: no such matrix file (the project's matrix files: {project})")
+    if not path.is_file():
+        raise MatrixError(f"{path}: not a regular file; a matrix file is a TOML file such as {paths.DEFAULT_MATRIX}")
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise MatrixError(f"{path}: cannot read the matrix file: {exc.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise MatrixError(f"{path}: larger than {MAX_FILE_BYTES} bytes; a matrix file is a few KB of TOML")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MatrixError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start}); a matrix "
+                          "file is TOML, which must be saved as UTF-8") from None
 
 
-def _allowed_keys(loc: tuple) -> list[str]:
+def _problem(err: dict) -> Problem:
+    """A pydantic error as a Problem: key path, offending value and what is allowed."""
+    loc = err["loc"]
+    key = "".join(f"[{p}]" if isinstance(p, int) else p if p == "[key]" else f".{p}" for p in loc).lstrip(".")
+    key = key or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    value = err.get("input", NO_VALUE)
+    if err["type"] == "extra_forbidden":
+        return Problem(key, NO_VALUE, f"unknown key; allowed here: {_keys(loc[:-1])}")
+    if err["type"] == "missing" or isinstance(value, (dict, list)):
+        value = NO_VALUE
+    if err["type"] in ("finite_number", "greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        msg += f"; allowed: {_bounds(loc)}"
+    return Problem(key, value, msg)
+
+
+def _model_at(loc: tuple) -> type[BaseModel]:
     model: type[BaseModel] = Matrix
-    for part in loc[:-1]:
-        if isinstance(part, int):
+    for part in loc:
+        if isinstance(part, int) or part not in model.model_fields:
             continue
         annotation = model.model_fields[part].annotation
         inner = getattr(annotation, "__args__", (annotation,))[0]
-        if isinstance(inner, type) and issubclass(inner, BaseModel):
+        if isinstance(inner, type) and not hasattr(inner, "__origin__") and issubclass(inner, BaseModel):
             model = inner
-    return sorted(k for k in model.model_fields if k != "source")
+    return model
+
+
+def _keys(loc: tuple) -> str:
+    return ", ".join(sorted(k for k in _model_at(loc).model_fields if k != "source"))
+
+
+def _bounds(loc: tuple) -> str:
+    """'0 < value <= 86400, finite' from the constraints declared on the field at loc."""
+    field = _model_at(loc[:-1]).model_fields.get(loc[-1])
+    keys = ("gt", "ge", "lt", "le", "allow_inf_nan")
+    meta = {k: getattr(m, k) for m in (field.metadata if field else []) for k in keys if hasattr(m, k)}
+    low = f"{meta['gt']} < " if "gt" in meta else f"{meta['ge']} <= " if "ge" in meta else ""
+    high = f" < {meta['lt']}" if "lt" in meta else f" <= {meta['le']}" if "le" in meta else ""
+    return f"{low}value{high}" + (", finite" if meta.get("allow_inf_nan") is False else "")

@@ -16,6 +16,7 @@ WORKLOADS = {
 }
 
 TOLERANCE = {"float16": 3e-3, "bfloat16": 2e-2, "float32": 1e-4}
+DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
 
 
 def describe(w: dict) -> str:

@@ -20,6 +20,7 @@ WORKLOADS = {
 # Relative error ||out - ref|| / ||ref|| against the fp64 reference. Rounding of the output alone costs about
 # 2^-11 (fp16) and 2^-8 (bf16) relative per element; fp32 accumulation over K adds far less.
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-4}
+DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
 
 
 def describe(w: dict) -> str:

@@ -20,6 +20,7 @@ WORKLOADS = {
 
 # Relative error of the whole output against the fp64 reference: output rounding dominates.
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
+DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
 
 
 def describe(w: dict) -> str:

@@ -1,6 +1,9 @@
-"""Matrix files: valid ones load; invalid ones fail with the file, the key and what is allowed."""
+"""Matrix files: valid ones load; invalid ones fail with the file, the key, the value and what is allowed.
+
+Hostile values: test_matrix_hostile.py; names checked against the plugin folders: test_matrix_catalog.py."""
 import pytest
 
+from opmatrix import catalog, paths
 from opmatrix.matrix import MatrixError, load_matrix
 
 VALID = """
@@ -27,18 +30,33 @@ def test_valid_matrix_loads_with_defaults(write_matrix):
     assert m.devices()["cpu"].vendor == "cpu"
 
 
-def test_project_matrix_files_are_valid():
-    from opmatrix import paths
+@pytest.mark.parametrize("path", sorted(paths.MATRICES.glob("*.toml")), ids=lambda p: p.name)
+def test_project_matrix_files_are_valid_and_name_what_exists(path):
+    catalog.check(load_matrix(path))
 
-    files = sorted(paths.MATRICES.glob("*.toml"))
-    assert paths.DEFAULT_MATRIX in files
-    for path in files:
-        load_matrix(path)
+
+def test_the_default_matrix_is_among_the_project_files():
+    assert paths.DEFAULT_MATRIX in paths.MATRICES.glob("*.toml")
 
 
 def test_missing_file_lists_the_project_matrices(tmp_path):
     with pytest.raises(MatrixError, match=r"no such matrix file .*default\.toml"):
         load_matrix(tmp_path / "nope.toml")
+
+
+def test_a_directory_is_called_a_directory(tmp_path):
+    (tmp_path / "a.toml").write_text("")
+    with pytest.raises(MatrixError, match=rf"{tmp_path}: is a directory, not a matrix file "
+                                          r"\(its \.toml files: a\.toml"):
+        load_matrix(tmp_path)
+
+
+def test_non_utf8_file_is_refused_with_the_offset(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('description = "café"\n'.encode("latin-1"))
+    with pytest.raises(MatrixError, match=rf"{path}: not UTF-8 text \(byte 0xe9 at offset 18\).*must be saved as "
+                                          "UTF-8"):
+        load_matrix(path)
 
 
 def test_bad_toml_names_the_file(write_matrix):
@@ -66,26 +84,28 @@ def test_unknown_key_lists_allowed_keys(write_matrix):
 
 
 def test_exclude_must_name_existing_things(write_matrix):
-    with pytest.raises(MatrixError, match=r"exclude\[0\]\.device = 'gpu9' names nothing.*allowed: cpu"):
+    with pytest.raises(MatrixError,
+                       match=r"exclude\[0\]\.device = 'gpu9': names no device of this file; allowed: cpu$"):
         load_matrix(write_matrix(VALID + '[[exclude]]\ndevice = "gpu9"\n'))
 
 
 def test_empty_exclude_is_rejected(write_matrix):
-    with pytest.raises(MatrixError, match="an exclude needs at least one of"):
+    with pytest.raises(MatrixError, match=r"exclude\[0\]: an exclude needs at least one of device, toolchain"):
         load_matrix(write_matrix(VALID + '[[exclude]]\nreason = "x"\n'))
 
 
 def test_duplicate_device_ids_are_rejected(write_matrix):
     dup = VALID.replace("[[toolchain]]", '[[device]]\nid = "cpu"\nvendor = "cpu"\narch = "x"\n[[toolchain]]')
-    with pytest.raises(MatrixError, match="device names must be unique; repeated: cpu"):
+    with pytest.raises(MatrixError, match=r"device\[1\]\.id = 'cpu': repeats device\[0\]\.id; each must be unique"):
         load_matrix(write_matrix(dup))
 
 
 def test_fewer_than_three_trials_is_rejected(write_matrix):
-    with pytest.raises(MatrixError, match=r"run\.trials: .*greater than or equal to 3"):
+    with pytest.raises(MatrixError,
+                       match=r"run\.trials = 1: .*greater than or equal to 3; allowed: 3 <= value <= 1000"):
         load_matrix(write_matrix('[run]\ntrials = 1\n' + VALID.replace('name = "t"\n', "")))
 
 
 def test_bad_name_regex_is_reported(write_matrix):
-    with pytest.raises(MatrixError, match=r"device\[0\]\.name: not a regular expression"):
+    with pytest.raises(MatrixError, match=r"device\[0\]\.name = 'H200\(': not a regular expression"):
         load_matrix(write_matrix(VALID.replace('arch = "auto"', 'arch = "auto"\nname = "H200("')))

@@ -1,0 +1,140 @@
+"""What exists on disk for a matrix to name: kernels (their workloads and declared dtypes), backend adapters, and
+the variants each implementation declares.
+
+Read without any framework: a kernel's spec.py imports none at module level, so it is imported here (by path, as
+the planner does); implementation files are only parsed (`plugins.declared_variants`). `check(matrix)` is the
+names check: run it after `load_matrix` and before any work, so that a typo in a backend, workload, dtype or
+exclude is refused with the allowed names instead of becoming a KeyError mid-run or an exclude that drops nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from opmatrix.incell import plugins
+from opmatrix.incell.plugins import PluginError
+from opmatrix.matrix import Exclude, Matrix, Problem, fail
+from opmatrix.matrix_checks import unknown
+
+# The dtypes of a spec that declares neither DTYPES nor a TOLERANCE table (test probes): torch's float types.
+GENERIC_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    spec: Path
+    workloads: tuple[str, ...]  # in the spec's order
+    dtypes: tuple[str, ...]
+    declared: bool  # False: the spec declares no dtypes; `dtypes` is GENERIC_DTYPES
+
+
+class Catalog:
+    """The kernels and backends under two folders (a matrix's kernels_dir and backends_dir)."""
+
+    def __init__(self, kernels_dir: Path, backends_dir: Path) -> None:
+        self.kernels_dir, self.backends_dir = Path(kernels_dir), Path(backends_dir)
+        self._kernels: dict[str, KernelInfo] = {}
+
+    @classmethod
+    def of(cls, matrix: Matrix) -> Catalog:
+        return cls(matrix.kernels_dir(), matrix.backends_dir())
+
+    def backends(self) -> tuple[str, ...]:
+        """The adapters' names: backends/torch_compile.py is 'torch-compile'."""
+        if not self.backends_dir.is_dir():
+            return ()
+        return tuple(sorted(p.stem.replace("_", "-") for p in self.backends_dir.glob("*.py")
+                            if not p.name.startswith("_")))
+
+    def kernels(self) -> tuple[str, ...]:
+        """The kernels: folders with a spec.py."""
+        if not self.kernels_dir.is_dir():
+            return ()
+        return tuple(sorted(p.name for p in self.kernels_dir.iterdir() if (p / "spec.py").is_file()))
+
+    def kernel(self, name: str) -> KernelInfo:
+        """A kernel's workloads and dtypes; PluginError when its spec is missing or broken."""
+        if name not in self._kernels:
+            self._kernels[name] = _read_spec(self.kernels_dir, name)
+        return self._kernels[name]
+
+    def variants(self, kernel: str, backend: str) -> tuple[str, ...]:
+        """The VARIANTS kernels/<kernel>/<backend>.py declares; ('default',) when it declares none or is absent."""
+        return plugins.declared_variants(plugins.impl_path(self.kernels_dir, kernel, backend))
+
+    def problems(self, matrix: Matrix) -> list[Problem]:
+        """Every name in the matrix that these folders do not have, with the names they do have."""
+        out = []
+        backends = self.backends()
+        for key, name in _backend_keys(matrix):
+            if name not in backends:
+                out.append(unknown(key, name, backends, f"backend adapter in {self.backends_dir}"))
+        for i, entry in enumerate(matrix.kernel):
+            try:
+                info = self.kernel(entry.name)
+            except PluginError as exc:
+                out.append(Problem(f"kernel[{i}].name", entry.name, f"{exc}; allowed: "
+                                   f"{', '.join(self.kernels()) or '(none)'}"))
+                continue
+            dtypes = (f"dtype {info.spec} declares" if info.declared
+                      else f"generic dtype ({info.spec} declares no DTYPES)")
+            for table, allowed, what in (("workloads", info.workloads, f"workload {info.spec} defines"),
+                                         ("dtypes", info.dtypes, dtypes)):
+                out += [unknown(f"kernel[{i}].{table}.{vendor}[{j}]", name, allowed, what)
+                        for vendor, names in getattr(entry, table).items()
+                        for j, name in enumerate(names) if name not in allowed]
+        for i, ex in enumerate(matrix.exclude):
+            if ex.variant is not None:
+                out += self._variant_problems(matrix, f"exclude[{i}].variant", ex, set(backends))
+        return out
+
+    def _variant_problems(self, matrix: Matrix, key: str, ex: Exclude, backends: set[str]) -> list[Problem]:
+        pairs = [(k.name, b) for k in matrix.kernel for b in (k.backends or matrix.backends)
+                 if b in backends and ex.kernel in (None, k.name) and ex.backend in (None, b)]
+        allowed = {v for kernel, backend in pairs for v in self.variants(kernel, backend)}
+        if ex.variant in allowed:
+            return []
+        scope = " and ".join(f"{k} {getattr(ex, k)!r}" for k in ("kernel", "backend") if getattr(ex, k))
+        return [unknown(key, ex.variant, allowed, f"variant the implementations this file runs declare"
+                        + (f" for {scope}" if scope else ""))]
+
+
+def check(matrix: Matrix, catalog: Catalog | None = None) -> Catalog:
+    """The names check: raise MatrixError (file, key path, value, allowed names) for every backend, kernel,
+    workload, dtype or exclude variant the plugin folders do not have. Returns the catalog it checked against."""
+    catalog = catalog or Catalog.of(matrix)
+    problems = catalog.problems(matrix)
+    if problems:
+        raise fail(matrix.source, problems)
+    return catalog
+
+
+def _backend_keys(matrix: Matrix) -> list[tuple[str, str]]:
+    """(key path, backend) for every backend the matrix lists."""
+    keys = [(f"backends[{j}]", b) for j, b in enumerate(matrix.backends)]
+    for i, entry in enumerate(matrix.kernel):
+        keys += [(f"kernel[{i}].backends[{j}]", b) for j, b in enumerate(entry.backends or [])]
+    return keys
+
+
+def _read_spec(kernels_dir: Path, name: str) -> KernelInfo:
+    path = kernels_dir / name / "spec.py"
+    if not path.is_file():
+        raise PluginError(f"no kernel spec {path}")
+    try:
+        spec = plugins.load_spec(kernels_dir, name)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"{path} failed to import ({type(exc).__name__}: {exc}); a spec imports no framework "
+                          "at module level") from None
+    if not isinstance(spec.WORKLOADS, dict) or not spec.WORKLOADS:
+        raise PluginError(f"{path}: WORKLOADS must be a non-empty dict of name -> shape")
+    declared = getattr(spec, "DTYPES", None)
+    if declared is None and isinstance(getattr(spec, "TOLERANCE", None), dict):
+        declared = tuple(spec.TOLERANCE)
+    if declared is not None and (isinstance(declared, str) or not declared
+                                 or not all(isinstance(d, str) for d in declared)):
+        raise PluginError(f"{path}: DTYPES must be a non-empty tuple of dtype names, got {declared!r}")
+    return KernelInfo(name, path, tuple(spec.WORKLOADS), tuple(declared or GENERIC_DTYPES), declared is not None)
