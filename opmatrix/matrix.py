@@ -138,8 +138,11 @@ class RunSettings(_Model):
                                "on a CPU host and report compiles / lowers")
 
 
+DEFAULT_BASELINE = "torch"  # the framework path; the one place this default is written
+
+
 class Acceptance(_Model):
-    baseline: Backend = "torch"
+    baseline: Backend = DEFAULT_BASELINE
     min_speedup: float = Field(1.05, gt=0, le=100, allow_inf_nan=False,
                                description="a backend must beat the baseline by this to be adopted")
     max_rel_err: float | None = Field(None, gt=0, allow_inf_nan=False)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opmatrix.core.jobs import CellPlan, digest, CellSpec, DeviceSpec, JobSpec, Settings, ToolchainSpec
+from opmatrix import catalog
+from opmatrix.core.jobs import CellPlan, CellSpec, DeviceSpec, JobSpec, Settings, ToolchainSpec, digest
 from opmatrix.incell import plugins
-from opmatrix.matrix import Matrix, MatrixError
+from opmatrix.matrix import Matrix
 
 
 def env_hash(device: DeviceSpec, toolchain: ToolchainSpec) -> str:
@@ -55,12 +56,7 @@ def plan_jobs(matrix: Matrix, cell: CellSpec) -> list[JobSpec]:
     kernels_dir = matrix.kernels_dir()
     jobs = []
     for entry in matrix.kernel:
-        spec = _spec(matrix, entry.name)
         for workload in entry.workloads.get(vendor, []):
-            if workload not in spec.WORKLOADS:
-                raise MatrixError(f"{matrix.source}: kernel {entry.name!r}: workloads.{vendor} names "
-                                  f"{workload!r}, which {kernels_dir / entry.name / 'spec.py'} does not define; "
-                                  f"defined: {', '.join(spec.WORKLOADS)}")
             for dtype in entry.dtypes.get(vendor, []):
                 for backend in entry.backends or matrix.backends:
                     path = plugins.impl_path(kernels_dir, entry.name, backend)
@@ -87,22 +83,6 @@ def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan
 
 
 def check_plugins(matrix: Matrix) -> None:
-    """Fail early, naming the file, when a backend or kernel the matrix uses does not exist."""
-    for backend in {b for k in matrix.kernel for b in (k.backends or matrix.backends)}:
-        path = matrix.backends_dir() / plugins.module_file(backend)
-        if not path.is_file():
-            known = sorted(p.stem.replace("_", "-") for p in matrix.backends_dir().glob("*.py")
-                           if not p.name.startswith("_"))
-            raise MatrixError(f"{matrix.source}: backend {backend!r} has no adapter file {path}; "
-                              f"available backends: {', '.join(known)}")
-    for entry in matrix.kernel:
-        _spec(matrix, entry.name)
-
-
-def _spec(matrix: Matrix, kernel: str):
-    try:
-        return plugins.load_spec(matrix.kernels_dir(), kernel)
-    except plugins.PluginError as exc:
-        known = sorted(p.name for p in matrix.kernels_dir().iterdir() if (p / "spec.py").is_file())
-        raise MatrixError(f"{matrix.source}: kernel {kernel!r}: {exc}; kernels available: "
-                          f"{', '.join(known)}") from None
+    """Fail early, naming file, key and allowed names, when the matrix names a backend, kernel, workload, dtype or
+    variant that does not exist on disk (opmatrix.catalog)."""
+    catalog.check(matrix)

@@ -150,7 +150,7 @@ def _display_path(source: str) -> str:
 
 def finish(store: ResultStore, console) -> Path:
     manifest = store.manifest()
-    df = store.consolidate(manifest.get("baseline", "torch"))
+    df = store.consolidate()
     path = report.write_markdown(df, manifest, store.run_dir / "report.md")
     report.print_terminal(df, console)
     console.print(f"results: {store.run_dir / 'results.parquet'}\nreport:  {path}")

@@ -19,6 +19,7 @@ from opmatrix import paths
 from opmatrix.core.keys import KEY_FIELDS
 from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError
 from opmatrix.manifest import RunManifest
+from opmatrix.matrix import DEFAULT_BASELINE
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_PARQUET = "results.parquet"
@@ -95,7 +96,7 @@ class ResultStore:
 
     def consolidate(self, baseline: str | None = None):
         manifest = self.read_manifest()
-        df = add_speedup(frame(self.results()), baseline or (manifest.baseline if manifest else "") or "torch")
+        df = add_speedup(frame(self.results()), baseline or _baseline(manifest))
         tmp = self.run_dir / (RESULTS_PARQUET + ".tmp")
         df.to_parquet(tmp, index=False)
         tmp.replace(self.run_dir / RESULTS_PARQUET)
@@ -160,7 +161,7 @@ def load_run(run: str | Path, reports_dir: Path = paths.REPORTS):
         return pd.read_parquet(folder / RESULTS_PARQUET)
     store = ResultStore(folder, create=False)
     manifest = store.read_manifest()
-    return add_speedup(frame(store.results()), (manifest.baseline if manifest else "") or "torch")
+    return add_speedup(frame(store.results()), _baseline(manifest))
 
 
 def load_all(reports_dir: Path = paths.REPORTS):
@@ -169,6 +170,10 @@ def load_all(reports_dir: Path = paths.REPORTS):
 
     frames = [load_run(Path(reports_dir) / name) for name in known_runs(reports_dir)]
     return pd.concat(frames, ignore_index=True) if frames else frame([])
+
+
+def _baseline(manifest: RunManifest | None) -> str:
+    return (manifest.baseline if manifest else "") or DEFAULT_BASELINE
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

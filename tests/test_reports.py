@@ -18,7 +18,7 @@ def test_committed_report_rebuilds_unchanged(run, tmp_path):
     for name in (RESULTS_JSONL, MANIFEST):
         shutil.copy(run / name, copy / name)
     store = ResultStore(copy)
-    df = store.consolidate(store.manifest().get("baseline", "torch"))
+    df = store.consolidate()
     assert report.markdown(df, store.manifest()) == (run / "report.md").read_text(encoding="utf-8")
 
 
