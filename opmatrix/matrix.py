@@ -132,6 +132,15 @@ class RunSettings(_Model):
                                        "are also timed by CUDA-graph replay (graph_median_ms); 0 turns it off")
     crosscheck: bool = Field(False, description="time each GPU row also from CUPTI kernel records "
                                                 "(torch.profiler) and record the agreement with the event median")
+    rounds: int = Field(10, ge=10, le=1000, description="paired timing: rounds in which every contestant of a "
+                        "(kernel, workload, dtype) is timed once, shuffled, the baseline and its A/A twin in each; "
+                        "at least 10, so that a significance test can succeed at all")
+    max_rounds: int = Field(30, ge=10, le=10000, description="extra rounds while a ratio's interval straddles "
+                            "acceptance.min_speedup, up to this many in all")
+    round_extra_s: float = Field(60, ge=0, **SECONDS, description="time budget for those extra rounds, per "
+                                 "(kernel, workload, dtype)")
+    burst_ms: float = Field(20, gt=0, **MILLIS, description="timing budget of one contestant's burst in a round")
+    burst_warmup_ms: float = Field(5, ge=0, **MILLIS, description="warm-up before each burst")
     kernels_dir: str | None = None
     backends_dir: str | None = None
     compile_only: bool = Field(True, description="for devices no host has, build (or lower) each kernel for them "

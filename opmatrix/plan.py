@@ -26,10 +26,12 @@ def toolchain_spec(tc) -> ToolchainSpec:
 
 
 def settings(matrix: Matrix) -> Settings:
-    run = matrix.run
+    run, acceptance = matrix.run, matrix.acceptance
     return Settings(trials=run.trials, seed=run.seed, warmup_ms=run.warmup_ms, rep_ms=run.rep_ms,
                     cuda_graph_below_ms=run.cuda_graph_below_ms, crosscheck=run.crosscheck,
-                    compile_only=run.compile_only)
+                    compile_only=run.compile_only, rounds=run.rounds, max_rounds=run.max_rounds,
+                    round_extra_s=run.round_extra_s, burst_ms=run.burst_ms, burst_warmup_ms=run.burst_warmup_ms,
+                    baseline=acceptance.baseline, min_speedup=acceptance.min_speedup)
 
 
 def plan_cells(matrix: Matrix) -> list[CellSpec]:

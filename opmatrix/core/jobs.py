@@ -86,6 +86,13 @@ class Settings:
     cuda_graph_below_ms: float = 0.05
     crosscheck: bool = False
     compile_only: bool = True
+    rounds: int = 10
+    max_rounds: int = 30
+    round_extra_s: float = 60
+    burst_ms: float = 20
+    burst_warmup_ms: float = 5
+    baseline: str = "torch"  # acceptance.baseline: in every round, with its A/A twin
+    min_speedup: float = 1.05  # acceptance.min_speedup: more rounds while an interval straddles it
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,14 @@ class Result:
     cupti_ms: float | None = None
     cupti_diff_pct: float | None = None  # (crosscheck_events_ms - cupti_ms) / cupti_ms
     timing_notes: str = ""  # why an optional view (graph replay, CUPTI) is missing
+    # paired, interleaved timing (opmatrix.incell.rounds): every list is aligned by round
+    pairing: str = ""  # "interleaved": shuffled rounds with the baseline and its A/A twin; "": timed alone (older)
+    rounds: int = 0
+    round_ms: list[float] = field(default_factory=list)  # this row's median burst time in each round
+    baseline_round_ms: list[float] = field(default_factory=list)  # the baseline's, in the same rounds
+    aa_round_ms: list[float] = field(default_factory=list)  # the baseline's A/A twin's, in the same rounds
+    round_position: list[int] = field(default_factory=list)  # this row's place in each round's shuffled order
+    round_sm_mhz: list[float] = field(default_factory=list)  # SM clock after each of its bursts (NVML)
     # against the device's measured ceilings (opmatrix.incell.ceilings, once per cell)
     ceiling_tflops: float | None = None
     ceiling_gbps: float | None = None
@@ -152,6 +160,7 @@ _CHECKERS = {
     "float | None": lambda v: v is None or _number(v),
     "bool | None": lambda v: v is None or isinstance(v, bool),
     "list[float]": lambda v: isinstance(v, list) and all(_number(x) for x in v),
+    "list[int]": lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(Result)}
 _CHECKS = {name: _CHECKERS[kind] for name, kind in _TYPES.items()}

@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import shutil
+import statistics
 import sys
 import uuid
 from pathlib import Path
@@ -23,8 +24,10 @@ from typing import Iterator
 from opmatrix.core import metrics, status
 from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask
 from opmatrix.core.result import Result
-from opmatrix.incell import plugins
+from opmatrix.incell import plugins, telemetry
 from opmatrix.incell.processes import die_with_parent, run_limited, signal_name, tail
+from opmatrix.incell.rounds import Contestant, Rounds, RoundSettings, aligned
+from opmatrix.incell.servers import Server, ServerGone
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
 PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls)
@@ -38,6 +41,30 @@ def probe(module: str, args: list[str], scratch: Path) -> dict | None:
     code, _ = run_limited([sys.executable, "-m", f"opmatrix.incell.{module}", str(out), *args], dict(os.environ),
                           scratch / f"{module}.log", PROBE_TIMEOUT_S)
     return json.loads(out.read_text()) if code == 0 and out.is_file() else None
+
+
+def contest_groups(jobs) -> list[list[JobSpec]]:
+    """Jobs of one (kernel, workload, dtype) contest together; the plan keeps them next to each other."""
+    groups: dict[tuple, list[JobSpec]] = {}
+    for job in jobs:
+        groups.setdefault((job.kernel, job.workload, job.dtype), []).append(job)
+    return list(groups.values())
+
+
+def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contestant | None, count: int) -> Result:
+    """The row with what the rounds measured: every sample, each round's median aligned with the baseline's and
+    the A/A twin's medians of the same rounds, and telemetry over the rounds."""
+    samples = c.samples_ms
+    cuts = statistics.quantiles(samples, n=10, method="inclusive") if len(samples) > 1 else samples * 9
+    half = c.round_ms[len(c.round_ms) // 2:]
+    extra = telemetry.summarize(c.states[0], c.states[-1]) if c.states else {}
+    return dataclasses.replace(
+        result, **extra, pairing="interleaved", rounds=count, timer=c.timer, samples_ms=samples, reps=len(samples),
+        median_ms=statistics.median(samples), p10_ms=cuts[0], p90_ms=cuts[-1],
+        rerun_median_ms=statistics.median(half) if half else None, round_ms=c.round_ms,
+        baseline_round_ms=aligned(base, c) if base is not None and base is not c else [],
+        aa_round_ms=aligned(twin, c), round_position=c.positions,
+        round_sm_mhz=[s["sm_mhz"] for s in c.states if s.get("sm_mhz") is not None])
 
 
 def read_result(path: Path, attempt: str) -> Result | None:
@@ -71,51 +98,108 @@ class CellRunner:
         dtypes = sorted({j.dtype for j in plan.jobs})
         self.ceilings = ({} if plan.mode is Mode.COMPILE or not plan.jobs
                          else probe("ceilings", [self.device.torch, *dtypes], self.scratch) or {})
+        st = plan.settings
+        self.round_settings = RoundSettings(rounds=st.rounds, max_rounds=st.max_rounds, extra_s=st.round_extra_s,
+                                            warmup_ms=st.burst_warmup_ms, burst_ms=st.burst_ms,
+                                            threshold=st.min_speedup, seed=st.seed)
 
     def results(self) -> Iterator[Result]:
-        for job in self.plan.jobs:
+        for group in contest_groups(self.plan.jobs):
             if self.plan.past_deadline():
                 return  # not started, no row: `opmatrix run --resume` picks these jobs up
-            yield self.run_job(job)
+            yield from self.run_group(group)
 
-    def job_folder(self, job: JobSpec) -> Path:
+    def run_group(self, jobs: list[JobSpec]) -> Iterator[Result]:
+        """Every job of one (kernel, workload, dtype) builds and checks in its own worker; the survivors (and an
+        A/A twin of the baseline) are then timed together in rounds. A job that ends before it is ready to time
+        (failed, unsupported, correctness-only, compile-only) yields its row at once."""
+        contestants = []
+        for job in jobs:
+            if self.plan.past_deadline():
+                break
+            started = self._start(job)
+            if isinstance(started, Result):
+                yield started
+            else:
+                contestants.append(started)
+        if not contestants:
+            return
+        base = next((c for c in contestants if c.job.backend == self.plan.settings.baseline), None)
+        twin = self._start_twin(base.job) if base else None
+        rounds = Rounds(contestants + ([twin] if twin else []), base, self.round_settings)
+        rounds.run()
+        for c in contestants:
+            yield self._timed_row(c, base, twin, rounds.count)
+        if twin is not None:
+            twin.server.kill()
+
+    def job_folder(self, job: JobSpec, suffix: str = "") -> Path:
         """This job's own scratch, emptied: nothing from an earlier run, attempt or job survives into it."""
-        folder = self.scratch / "jobs" / self.plan.key(job).folder_name()
+        folder = self.scratch / "jobs" / (self.plan.key(job).folder_name() + suffix)
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         return folder
 
-    def run_job(self, job: JobSpec) -> Result:
-        folder = self.job_folder(job)
-        attempt = uuid.uuid4().hex
+    def _start(self, job: JobSpec, suffix: str = "") -> Contestant | Result:
+        """Start the job's worker and wait until it is ready to time, or ended with its row."""
+        folder = self.job_folder(job, suffix)
         task = WorkerTask(job=job, mode=self.plan.mode, device=self.device, kernels_dir=self.plan.kernels_dir,
-                          backends_dir=self.plan.backends_dir, settings=self.plan.settings, attempt=attempt)
-        (folder / "task.json").write_text(task.to_json())
-        result_path = folder / "result.json"
-        env = dict(os.environ)
-        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+                          backends_dir=self.plan.backends_dir, settings=self.plan.settings, attempt=uuid.uuid4().hex)
+        started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         try:
             backend = plugins.load_backend(Path(self.plan.backends_dir), job.backend)
-            env.update(backend.environment(self.device, folder / "cache"))
+            env = dict(os.environ, **backend.environment(self.device, folder / "cache"))
         except Exception as exc:
             return self._finish(job, Result(status=status.ENV_ERROR, phase="load",
                                             error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
-                                started, 0.0)
-        code, elapsed = run_limited([sys.executable, "-m", "opmatrix.incell.worker", str(folder / "task.json"),
-                                     str(result_path)], env, folder / "worker.log", job.timeout_s)
-        result = read_result(result_path, attempt)  # whole and this attempt's, even if the exit crashed
+                                started_at, 0.0)
+        server = Server(task, folder, env)
+        try:
+            ready = server.wait_ready(job.timeout_s)
+        except ServerGone as gone:
+            return self._finish(job, self._failed(server, gone), started_at, server.elapsed())
+        if not ready:
+            return self._finish(job, self._ended(server), started_at, server.elapsed())
+        return Contestant(job, server, started_at=started_at)
+
+    def _start_twin(self, job: JobSpec) -> Contestant | None:
+        """The baseline once more, built independently: its ratio to the baseline is the noise floor."""
+        twin = self._start(job, suffix="-aa-twin")
+        return twin if isinstance(twin, Contestant) else None
+
+    def _ended(self, server: Server) -> Result:
+        """The row of a worker that exited on its own: its result file if it is this attempt's, else why not."""
+        result = read_result(server.result_path, server.task.attempt)
+        code = server.proc.returncode
         if result is None:
-            phase_file = folder / "phase"
+            phase_file = server.folder / "phase"
             phase = phase_file.read_text() if phase_file.is_file() else "start"
-            if code is None:
-                result = Result(status=status.TIMEOUT, phase=phase,
-                                error=f"killed after {job.timeout_s:g} s in phase {phase}")
-            else:
-                how = f"killed by {signal_name(code)}" if code < 0 else f"exited with code {code}"
-                result = Result(status=status.CRASHED, phase=phase,
-                                error=f"worker {how} in phase {phase} without a result")
-        result.stderr_tail = tail(folder / "worker.log")
-        return self._finish(job, result, started, elapsed)
+            how = f"killed by {signal_name(code)}" if code < 0 else f"exited with code {code}"
+            result = Result(status=status.CRASHED, phase=phase, error=f"worker {how} in phase {phase} without a result")
+        result.stderr_tail = server.log_tail()
+        return result
+
+    def _failed(self, server: Server, gone: ServerGone) -> Result:
+        """A worker that died or hung: what it had recorded (correctness) with the failure on top."""
+        row = read_result(server.result_path, server.task.attempt) or Result()
+        phase_file = server.folder / "phase"
+        phase = phase_file.read_text() if phase_file.is_file() else gone.row.phase
+        error = gone.row.error if gone.row.phase == phase else gone.row.error.replace(gone.row.phase, phase)
+        return dataclasses.replace(row, status=gone.row.status, phase=phase, error=error,
+                                   stderr_tail=server.log_tail())
+
+    def _timed_row(self, c: Contestant, base: Contestant | None, twin: Contestant | None, count: int) -> Result:
+        if c.failure is None:
+            try:
+                c.server.finish(c.job.timeout_s)
+            except ServerGone as gone:
+                c.failure = gone
+        if c.failure is not None:
+            return self._finish(c.job, self._failed(c.server, c.failure), c.started_at, c.server.elapsed())
+        result = self._ended(c.server)
+        if result.status == status.OK:
+            result = timed(result, c, base, twin, count)
+        return self._finish(c.job, result, c.started_at, c.server.elapsed())
 
     def _finish(self, job: JobSpec, result: Result, started: str, elapsed: float) -> Result:
         """Stamp the row with the job's identity and the cell's facts, then derive its metrics."""

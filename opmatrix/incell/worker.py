@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 import time
 import traceback
@@ -16,7 +17,7 @@ from pathlib import Path
 from opmatrix.core import status
 from opmatrix.core.jobs import Mode, WorkerTask
 from opmatrix.core.result import Result, clean_float
-from opmatrix.incell import measure, plugins, telemetry
+from opmatrix.incell import measure, plugins, timing_server
 from opmatrix.incell.cell_runner import write_result
 from opmatrix.incell.plugins import Unavailable, Unsupported
 from opmatrix.incell.processes import die_with_parent
@@ -36,6 +37,7 @@ def _describe(exc: BaseException) -> str:
 class Worker:
     def __init__(self, task: WorkerTask, result_path: Path) -> None:
         self.task, self.job, self.settings = task, task.job, task.settings
+        self.result_path = result_path
         self.phase_path = result_path.parent / "phase"
         self.returns_output = False
         self.device = task.device
@@ -120,25 +122,16 @@ class Worker:
             res.status = status.OK
             return
         self.phase("timing")
-        gpu = telemetry.open_for(dev)
-        before = gpu.sample() if gpu else None
-        try:
-            warmup_ms, rep_ms = self.settings.warmup_ms, self.settings.rep_ms
-            timing = measure.time_callable(lambda: fn(*inputs, out), dev.torch, warmup_ms, rep_ms)
-            # Stability: the same build timed a second time; a speed-up smaller than this spread is noise.
-            rerun = measure.time_callable(lambda: fn(*inputs, out), dev.torch, warmup_ms, rep_ms)
-        except Exception as exc:
-            raise JobFailed(status.RUNTIME_ERROR, _describe(exc)) from None
-        if gpu:
-            for key, value in telemetry.summarize(before, gpu.sample()).items():
-                setattr(res, key, value)
-            gpu.close()
-        res.timer, res.samples_ms, res.reps = timing.timer, timing.samples_ms, len(timing.samples_ms)
-        res.median_ms = timing.median_ms
-        res.rerun_median_ms = rerun.median_ms
-        res.p10_ms, res.p90_ms = timing.quantile(0.1), timing.quantile(0.9)
-        self._extra_views(lambda: fn(*inputs, out))
+        replies = timing_server.serving()
+        if replies is None:
+            raise JobFailed(status.RUNTIME_ERROR, "timing needs a cell runner: start this worker through "
+                            "opmatrix.incell.servers.Server, which times it in rounds")
         res.status = status.OK
+        write_result(self.result_path, self.task.attempt, res)  # kept if the worker dies during the rounds
+        samples = timing_server.serve(lambda: fn(*inputs, out), dev, replies)
+        if samples:
+            res.median_ms = statistics.median(samples)
+            self._extra_views(lambda: fn(*inputs, out))
         self.phase("done")
 
     def _extra_views(self, call) -> None:

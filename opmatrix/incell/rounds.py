@@ -1,0 +1,143 @@
+"""Paired, interleaved timing: the contestants of one (kernel, workload, dtype) timed in rounds.
+
+Each round visits every live contestant once, in a freshly shuffled order, and takes one short burst of samples
+from each (one contestant on the device at a time). The baseline is in every round, and so is its A/A twin: a
+second, independent build of the baseline whose ratio to the baseline measures the noise of these rounds. After
+`rounds` rounds, more are added (up to `max_rounds` and `extra_s` seconds) while a contestant's interval on its
+ratio to the baseline still straddles the decision threshold.
+
+The stopping rule needs an interval inside the cell, where only the standard library exists: it uses the
+distribution-free order-statistic interval of a median (binomial tail). It only decides when to stop; every
+interval a report shows is computed again from the stored rounds by scipy in the driver (opmatrix.decide).
+Stdlib only.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from opmatrix.core.jobs import JobSpec
+from opmatrix.incell.servers import Server, ServerGone
+
+BURST_LIMIT_S = 120.0  # one burst that takes longer than this (or its job's time limit) is a hang
+
+
+@dataclass
+class Contestant:
+    job: JobSpec
+    server: Server
+    is_twin: bool = False
+    round_ms: list[float] = field(default_factory=list)  # this contestant's median in each round it took part in
+    rounds_taken: list[int] = field(default_factory=list)  # the round numbers those medians belong to
+    positions: list[int] = field(default_factory=list)  # its place in each round's shuffled order
+    samples_ms: list[float] = field(default_factory=list)
+    states: list[dict] = field(default_factory=list)  # telemetry at each burst (GPU)
+    timer: str = ""
+    failure: ServerGone | None = None
+    started_at: str = ""
+
+    @property
+    def alive(self) -> bool:
+        return self.failure is None
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    rounds: int = 10
+    max_rounds: int = 30
+    extra_s: float = 60.0
+    warmup_ms: float = 5.0
+    burst_ms: float = 20.0
+    threshold: float = 1.05  # the smallest speed-up worth deciding on (acceptance.min_speedup)
+    seed: int = 0
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free interval of the median: order statistics x(k), x(n-k+1) with the largest k whose binomial
+    tail P(Bin(n, 1/2) < k) stays within (1 - confidence) / 2. Whole range when n is too small."""
+    ordered, n = sorted(values), len(values)
+    alpha, k, tail = (1 - confidence) / 2, 0, 0.0
+    while k < n // 2:
+        nxt = tail + math.comb(n, k) / 2 ** n
+        if nxt > alpha:
+            break
+        tail, k = nxt, k + 1
+    if k == 0:
+        return ordered[0], ordered[-1]
+    return ordered[k - 1], ordered[n - k]
+
+
+def straddles(ratios: list[float], threshold: float) -> bool:
+    """Is the decision still open: does the interval of the median ratio contain the threshold (or its
+    reciprocal, for the slower side)?"""
+    lo, hi = median_interval(ratios)
+    return any(lo <= t <= hi for t in (threshold, 1 / threshold))
+
+
+class Rounds:
+    def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: RoundSettings) -> None:
+        self.contestants, self.baseline, self.settings = contestants, baseline, settings
+        self.random = random.Random(settings.seed)
+        self.count = 0
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while self._live():
+            if self.count >= self.settings.rounds and not self._undecided():
+                break
+            if self.count >= self.settings.max_rounds:
+                break
+            if self.count >= self.settings.rounds and time.monotonic() - started > self.settings.extra_s:
+                break
+            self._round()
+
+    def _live(self) -> list[Contestant]:
+        return [c for c in self.contestants if c.alive]
+
+    def _round(self) -> None:
+        order = self._live()
+        self.random.shuffle(order)
+        for position, c in enumerate(order):
+            limit = min(c.job.timeout_s, BURST_LIMIT_S + 20 * (self.settings.warmup_ms + self.settings.burst_ms) / 1e3)
+            try:
+                reply = c.server.burst(self.settings.warmup_ms, self.settings.burst_ms, limit)
+            except ServerGone as gone:
+                c.failure = gone
+                continue
+            c.round_ms.append(statistics.median(reply["samples_ms"]))
+            c.rounds_taken.append(self.count)
+            c.positions.append(position)
+            c.samples_ms.extend(reply["samples_ms"])
+            c.timer = reply.get("timer", c.timer)
+            if reply.get("state"):
+                c.states.append(reply["state"])
+        self.count += 1
+
+    def _undecided(self) -> bool:
+        base = self.baseline
+        if base is None or not base.alive:
+            return False
+        for c in self._live():
+            if c is base:
+                continue
+            ratios = paired_ratios(base, c)
+            if len(ratios) >= 3 and straddles(ratios, self.settings.threshold):
+                return True
+        return False
+
+
+def paired_ratios(base: Contestant, other: Contestant) -> list[float]:
+    """baseline time / contestant time in each round both took part in (> 1: the contestant is faster)."""
+    mine = dict(zip(other.rounds_taken, other.round_ms))
+    return [b / mine[r] for r, b in zip(base.rounds_taken, base.round_ms) if r in mine and mine[r] > 0]
+
+
+def aligned(base: Contestant | None, other: Contestant) -> list[float]:
+    """The baseline's (or twin's) round medians in the rounds `other` took part in, aligned with other.round_ms."""
+    if base is None:
+        return []
+    theirs = dict(zip(base.rounds_taken, base.round_ms))
+    return [theirs[r] for r in other.rounds_taken] if all(r in theirs for r in other.rounds_taken) else []
