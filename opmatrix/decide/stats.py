@@ -1,0 +1,118 @@
+"""Paired statistics of each timed row against the baseline of its own rounds.
+
+A row timed in rounds (`pairing = "interleaved"`) carries, aligned by round, its median burst time, the baseline's
+and the baseline A/A twin's. From these alone:
+- speed-up = median over rounds of baseline / row, with a 95 % bootstrap interval (scipy.stats.bootstrap, BCa);
+- p-value: Mann-Whitney U of the row's samples against the baseline's (scipy.stats.mannwhitneyu), and q-values by
+  Benjamini-Hochberg over every paired row of the run (scipy.stats.false_discovery_control);
+- the A/A noise floor: the twin's ratio to the baseline in the same rounds, its interval's half-width around 1.
+Rows without rounds (older runs, correctness-only, failures) get no interval: they are never compared.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+SEED = 20261130  # fixed: the same stored rows always give the same intervals
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    lo: float
+    hi: float
+
+    def text(self) -> str:
+        return f"{self.estimate:.2f}x [{self.lo:.2f}, {self.hi:.2f}]"
+
+    @property
+    def halfwidth(self) -> float:
+        """How far the interval reaches from 1 (a noise floor reads as ±this)."""
+        return max(abs(self.hi - 1.0), abs(1.0 - self.lo))
+
+
+def median_interval(ratios, confidence: float = CONFIDENCE) -> Interval | None:
+    """Median of per-round ratios with a bootstrap interval; None with fewer than 3 rounds."""
+    values = np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], dtype=float)
+    if len(values) < 3:
+        return None
+    estimate = float(np.median(values))
+    if np.ptp(values) == 0:
+        return Interval(estimate, estimate, estimate)
+    res = stats.bootstrap((values,), np.median, confidence_level=confidence, n_resamples=RESAMPLES,
+                          method="percentile", random_state=np.random.default_rng(SEED))
+    lo, hi = res.confidence_interval
+    return Interval(estimate, float(lo), float(hi))
+
+
+def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interval | None:
+    """Geometric mean over workloads of each workload's median ratio; each workload's rounds resampled on their
+    own (scipy.stats.bootstrap over several samples)."""
+    samples = [np.asarray(r, dtype=float) for r in ratio_sets if len(r) >= 3]
+    if len(samples) != len(ratio_sets) or not samples:
+        return None
+
+    def statistic(*xs, axis=-1):
+        return np.exp(np.mean([np.log(np.median(x, axis=axis)) for x in xs], axis=0))
+
+    estimate = float(statistic(*samples))
+    if all(np.ptp(s) == 0 for s in samples):
+        return Interval(estimate, estimate, estimate)
+    res = stats.bootstrap(samples, statistic, confidence_level=confidence, n_resamples=RESAMPLES,
+                          method="percentile", vectorized=True, random_state=np.random.default_rng(SEED))
+    lo, hi = res.confidence_interval
+    return Interval(estimate, float(lo), float(hi))
+
+
+def ratios(round_ms, baseline_round_ms) -> list[float]:
+    """baseline / row per round (> 1: the row is faster)."""
+    return [b / m for b, m in zip(baseline_round_ms, round_ms) if m > 0 and b > 0]
+
+
+def mann_whitney(samples, baseline_samples) -> float | None:
+    if len(samples) < 3 or len(baseline_samples) < 3:
+        return None
+    return float(stats.mannwhitneyu(samples, baseline_samples, alternative="two-sided").pvalue)
+
+
+def add_paired_columns(df):
+    """speedup / speedup_lo / speedup_hi, p_value, q_value, aa (A/A ratio) / aa_lo / aa_hi per row."""
+    import pandas as pd
+
+    df = df.copy()
+    cols = {c: [np.nan] * len(df) for c in ("speedup", "speedup_lo", "speedup_hi", "p_value", "aa", "aa_lo",
+                                             "aa_hi")}
+    group_keys = ["run_id", "cell", "kernel", "workload", "dtype"]
+    baselines = {}
+    for i, r in enumerate(df.itertuples(index=False)):
+        if r.pairing and len(r.aa_round_ms):
+            baselines[tuple(getattr(r, k) for k in group_keys)] = r
+    for i, r in enumerate(df.itertuples(index=False)):
+        if r.status != "ok" or not r.pairing:
+            continue
+        if len(r.baseline_round_ms):
+            interval = median_interval(ratios(r.round_ms, r.baseline_round_ms))
+            if interval:
+                cols["speedup"][i], cols["speedup_lo"][i], cols["speedup_hi"][i] = interval.estimate, interval.lo, \
+                    interval.hi
+            base = baselines.get(tuple(getattr(r, k) for k in group_keys))
+            if base is not None:
+                p = mann_whitney(list(r.samples_ms), list(base.samples_ms))
+                cols["p_value"][i] = np.nan if p is None else p
+        reference = r.baseline_round_ms if len(r.baseline_round_ms) else r.round_ms
+        if len(r.aa_round_ms):
+            aa = median_interval(ratios(r.aa_round_ms, reference))
+            if aa:
+                cols["aa"][i], cols["aa_lo"][i], cols["aa_hi"][i] = aa.estimate, aa.lo, aa.hi
+    for name, values in cols.items():
+        df[name] = pd.array(values, dtype="float64")
+    pvals = df.p_value.notna()
+    df["q_value"] = np.nan
+    if pvals.any():
+        df.loc[pvals, "q_value"] = stats.false_discovery_control(df.loc[pvals, "p_value"].to_numpy(), method="bh")
+    return df
