@@ -14,9 +14,61 @@ class UsageError(Exception):
     """Arguments that do not fit together."""
 
 
+def _known_runs(reports: Path) -> str:
+    """The run folders under `reports` (those holding results or a manifest), for an error message."""
+    from opmatrix.store import MANIFEST, RESULTS_JSONL
+
+    if not reports.is_dir():
+        return "none (no such folder)"
+    runs = sorted(p.name for p in reports.iterdir() if (p / RESULTS_JSONL).is_file() or (p / MANIFEST).is_file())
+    return ", ".join(runs) or "none"
+
+
+def _matrix_path(value: str) -> str:
+    """The matrix file a user named: a path from the current directory, else one from the project root
+    (`matrix/h200.toml` works from anywhere), else a file of the project's matrix folder (`h200.toml`, `h200`).
+    Nothing found: the name as given, for the matrix loader's error that lists the project's matrix files."""
+    given = Path(value).expanduser()
+    candidates = [given, paths.ROOT / given, paths.MATRICES / given, paths.MATRICES / f"{given}.toml"]
+    found = next((c for c in candidates if c.is_file()), None)
+    return str(found.resolve()) if found else value
+
+
+def _redo(args) -> frozenset[str]:
+    """--redo is only meaningful with --resume (it picks which stored rows run again); its default there: lost."""
+    if args.redo is None:
+        return frozenset({status.LOST})
+    if not args.resume:
+        raise UsageError(f"--redo {args.redo}: --redo only applies to a resumed run; add --resume --run-id RUN, or "
+                         "drop --redo")
+    redo = frozenset(s.strip() for s in args.redo.split(",") if s.strip())
+    unknown = redo - set(status.ALL)
+    if unknown:
+        raise UsageError(f"--redo {args.redo}: unknown status {', '.join(sorted(unknown))}; statuses: "
+                         f"{', '.join(status.ALL)}")
+    return redo
+
+
+def _check_resume(args) -> None:
+    """--resume continues a run folder that exists; a typo in --run-id must not start a fresh full run."""
+    from opmatrix.store import MANIFEST, RESULTS_JSONL
+
+    if not args.resume:
+        return
+    if not args.run_id:
+        raise UsageError("--resume continues a run folder: name it with --run-id")
+    reports = Path(args.reports)
+    folder = reports / args.run_id
+    if not ((folder / RESULTS_JSONL).is_file() or (folder / MANIFEST).is_file()):
+        raise UsageError(f"--resume --run-id {args.run_id}: no run {args.run_id!r} under {reports} to continue "
+                         f"(runs there: {_known_runs(reports)}); drop --resume to start it as a new run")
+
+
 def _cmd_run(args) -> int:
     from opmatrix.run import run
 
+    _check_resume(args)
+    redo = _redo(args)
     if args.no_ray:
         from opmatrix.scheduling.local import LocalScheduler
 
@@ -25,15 +77,8 @@ def _cmd_run(args) -> int:
         from opmatrix.scheduling.ray_cluster import RayScheduler
 
         scheduler = RayScheduler(args.address, args.num_gpus)
-    if args.resume and not args.run_id:
-        raise UsageError("--resume continues a run folder: name it with --run-id")
-    redo = frozenset(s.strip() for s in args.redo.split(",") if s.strip())
-    unknown = redo - set(status.ALL)
-    if unknown:
-        raise UsageError(f"--redo {args.redo}: unknown status {', '.join(sorted(unknown))}; statuses: "
-                         f"{', '.join(status.ALL)}")
-    run(args.matrix, Path(args.reports), args.run_id, scheduler=scheduler, resume=args.resume, redo=redo,
-        deadline_s=args.deadline_s)
+    run(_matrix_path(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler, resume=args.resume,
+        redo=redo, deadline_s=args.deadline_s)
     return 0
 
 
@@ -54,9 +99,14 @@ def _cmd_report(args) -> int:
     from rich.console import Console
 
     from opmatrix.run import finish
-    from opmatrix.store import ResultStore, run_dir
+    from opmatrix.store import RESULTS_JSONL, ResultStore, run_dir
 
-    finish(ResultStore(run_dir(args.run, Path(args.reports))), Console())
+    reports = Path(args.reports)
+    folder = run_dir(args.run, reports)
+    if not (folder / RESULTS_JSONL).is_file():
+        raise UsageError(f"{folder}: no {RESULTS_JSONL} in this folder, so there is nothing to report (a run folder "
+                         f"is written by `opmatrix run`); runs under {reports}: {_known_runs(reports)}")
+    finish(ResultStore(folder), Console())
     return 0
 
 
@@ -64,7 +114,7 @@ def _cmd_plan(args) -> int:
     from opmatrix import plan
     from opmatrix.matrix import load_matrix
 
-    matrix = load_matrix(args.matrix)
+    matrix = load_matrix(_matrix_path(args.matrix))
     plan.check_plugins(matrix)
     cells = [{"cell": c.id, "session": c.session, "jobs": [vars(j) for j in plan.plan_jobs(matrix, c)]}
              for c in plan.plan_cells(matrix)]
@@ -82,20 +132,38 @@ def _cmd_hosts(args) -> int:
     from opmatrix.matrix import load_matrix
 
     local = hosts.detect_local()
-    assigned = hosts.resolve(load_matrix(args.matrix).device, local)
+    assigned = hosts.resolve(load_matrix(_matrix_path(args.matrix)).device, local)
     for h in local:
         claimed = [d for d, hs in assigned.items() if h in hs]
         print(f"{h.vendor:<7} {h.index or '-':>2}  {h.name}  ({h.arch})  -> {', '.join(claimed) or 'no matrix device'}")
     return 0
 
 
+def _subcommand(sub, name: str, summary: str, example: str, func):
+    """A subcommand whose --help starts with a one-line description and ends with an example."""
+    cmd = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                         epilog="example:\n" + example, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmd.set_defaults(func=func)
+    return cmd
+
+
 def parser() -> argparse.ArgumentParser:
+    from opmatrix import __version__
+
     p = argparse.ArgumentParser(prog="opmatrix", description="Run every kernel backend on every device and "
-                                "toolchain of a matrix file; store results; report coverage, correctness, speed.")
+                                "toolchain of a matrix file; store results; report coverage, correctness, speed.",
+                                epilog="example:\n  opmatrix plan matrix/h200.toml\n  opmatrix run matrix/h200.toml "
+                                "--run-id h200-nightly\n  opmatrix report h200-nightly",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"opmatrix {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     default = str(paths.DEFAULT_MATRIX)
-    r = sub.add_parser("run", help="run a matrix file (default: matrix/default.toml)")
-    r.add_argument("matrix", nargs="?", default=default)
+    matrix_help = ("matrix file: a path, one from the project root (matrix/h200.toml), or a name in matrix/ "
+                   "(default: matrix/default.toml)")
+    r = _subcommand(sub, "run", "run a matrix file: every job in its cell's environment, each result stored as it "
+                    "lands, then report.md", "  opmatrix run matrix/h200.toml --run-id h200-nightly --deadline-s 480\n"
+                    "  opmatrix run matrix/h200.toml --run-id h200-nightly --resume --redo lost,crashed", _cmd_run)
+    r.add_argument("matrix", nargs="?", default=default, help=matrix_help)
     r.add_argument("--reports", default=str(paths.REPORTS), help="where run folders go (default: reports/)")
     r.add_argument("--run-id", help="name of the run folder (default: <UTC time>-<matrix name>)")
     r.add_argument("--address", help="Ray cluster to run on (ray://host:10001 or host:6379; default: "
@@ -104,26 +172,26 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--no-ray", action="store_true", help="run this host's cells one after another without Ray")
     r.add_argument("--resume", action="store_true", help="continue the run folder named by --run-id: run only the "
                    "jobs it has no result for (or one with a status listed in --redo)")
-    r.add_argument("--redo", default="lost", help="with --resume: comma-separated statuses to run again "
-                   "(default: lost)")
+    r.add_argument("--redo", default=None, help="with --resume: comma-separated statuses to run again "
+                   "(default with --resume: lost)")
     r.add_argument("--deadline-s", type=float, help="start no job after this many seconds; the run stays "
                    "resumable (for time-boxed machines)")
-    r.set_defaults(func=_cmd_run)
-    rep = sub.add_parser("report", help="rebuild results.parquet and report.md of a run from its results.jsonl")
+    rep = _subcommand(sub, "report", "rebuild results.parquet and report.md of a run from its results.jsonl",
+                      "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder", _cmd_report)
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
-    rep.add_argument("--reports", default=str(paths.REPORTS))
-    rep.set_defaults(func=_cmd_report)
-    pl = sub.add_parser("plan", help="show the cells and jobs a matrix file plans, without running anything")
-    pl.add_argument("matrix", nargs="?", default=default)
+    rep.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
+    pl = _subcommand(sub, "plan", "show the cells and jobs a matrix file plans, without running anything",
+                     "  opmatrix plan matrix/h200.toml\n  opmatrix plan ~/my-matrix.toml --json", _cmd_plan)
+    pl.add_argument("matrix", nargs="?", default=default, help=matrix_help)
     pl.add_argument("--json", action="store_true", help="machine-readable output")
-    pl.set_defaults(func=_cmd_plan)
-    h = sub.add_parser("hosts", help="show this host's devices and which matrix devices they satisfy")
-    h.add_argument("matrix", nargs="?", default=default)
-    h.set_defaults(func=_cmd_hosts)
-    hr = sub.add_parser("host-resources", help="print the `ray start` arguments that advertise this host's "
-                        "devices (GPU model, arch, vendor, count), detected from the host itself")
+    h = _subcommand(sub, "hosts", "show this host's devices and which matrix devices they satisfy",
+                    "  opmatrix hosts matrix/h200.toml", _cmd_hosts)
+    h.add_argument("matrix", nargs="?", default=default, help=matrix_help)
+    hr = _subcommand(sub, "host-resources", "print the `ray start` arguments that advertise this host's devices "
+                     "(GPU model, arch, vendor, count), detected from the host itself",
+                     "  eval ray start --address=HEAD:6379 $(opmatrix host-resources)\n"
+                     "  opmatrix host-resources --json", _cmd_host_resources)
     hr.add_argument("--json", action="store_true", help="machine-readable output")
-    hr.set_defaults(func=_cmd_host_resources)
     return p
 
 

@@ -1,75 +1,124 @@
-"""Progress of a run: per device, cells done / running / pending and the job each running cell is on.
+"""Progress of a run: one rich progress bar per device (jobs done of jobs planned) with what its running cells
+are on, and an overall bar when the run spans several devices.
 
-In a terminal it is a live table (rich); otherwise (CI, logs) one line per result as it lands.
+In a terminal it is live (rich.progress); otherwise (CI, logs) one line per cell start and per result as it
+lands. Cell ids, hosts, backend labels and error texts are data, never markup: `tilelang[tuned]` keeps its
+variant and an error naming `[/usr/include/x.h]` cannot crash the run's output. Status colours come from the
+one table in opmatrix.report.styles, so the live view and the report agree.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from dataclasses import dataclass
 
-from rich.live import Live
-from rich.table import Table
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from opmatrix.core import status
 from opmatrix.core.result import Result, backend_label
+from opmatrix.report.styles import status_style
 
-COLOURS = {"ok": "green", "no_host": "dim", "unsupported": "yellow", "not_installed": "yellow"}
+ERROR_CHARS = 160  # the first line of an error, as far as the log line shows it
+
+
+# Plans are dicts today ({"cell": {"id", "device": {"id"}}, "jobs": [...]}) and typed CellPlan objects
+# (.cell.id, .cell.device.id, .jobs) tomorrow; these three accessors are the only place that knows both.
+def _cell_id(plan) -> str:
+    return plan["cell"]["id"] if isinstance(plan, dict) else plan.cell.id
+
+
+def _device_id(plan) -> str:
+    device = plan["cell"]["device"] if isinstance(plan, dict) else plan.cell.device
+    return device["id"] if isinstance(device, dict) else device.id
+
+
+def _job_count(plan) -> int:
+    return len(plan["jobs"] if isinstance(plan, dict) else plan.jobs)
+
+
+@dataclass
+class _Cell:
+    """What the view knows of one cell: its device's bar, where it runs and the job it is on."""
+    device: str
+    state: str = "pending"  # pending, running, done
+    where: str = ""
+    job: str = ""
 
 
 class ProgressView:
-    def __init__(self, plans: list[dict], console) -> None:
+    def __init__(self, plans: list, console) -> None:
         self.console = console
-        self.total = sum(len(p.jobs) for p in plans)
+        self.cells = {_cell_id(p): _Cell(_device_id(p)) for p in plans}
+        jobs: dict[str, int] = {}
+        for p in plans:
+            jobs[_device_id(p)] = jobs.get(_device_id(p), 0) + _job_count(p)
+        self.total = sum(jobs.values())
         self.done = 0
-        self.cells = {p.cell.id: p.cell.device.id for p in plans}
-        self.state = {cell: "pending" for cell in self.cells}
-        self.current: dict[str, str] = {}
-        self.where: dict[str, str] = {}
-        self.live = Live(self._table(), console=console, refresh_per_second=4) if console.is_terminal else None
+        self.live = console.is_terminal
+        self.bars = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), TextColumn("{task.fields[now]}", markup=False),
+                             console=console, auto_refresh=self.live)
+        self.tasks = {device: self.bars.add_task(device, total=n, now="") for device, n in sorted(jobs.items())}
+        self.overall = self.bars.add_task("all", total=self.total, now="") if len(jobs) > 1 else None
 
     def __enter__(self) -> ProgressView:
         if self.live:
-            self.live.__enter__()
+            self.bars.start()
         return self
 
     def __exit__(self, *exc) -> None:
         if self.live:
-            self.live.__exit__(*exc)
+            self.bars.stop()
 
     def started(self, cell: str, where: str) -> None:
-        self.state[cell], self.where[cell] = "running", where
-        self._refresh(f"{cell}: started on {where}")
+        state = self._cell(cell)
+        state.state, state.where = "running", where
+        self._show(state.device)
+        self._log(f"{escape(cell)}: started on {escape(where)}")
 
     def finished(self, cell: str) -> None:
-        self.state[cell] = "done"
-        self.current.pop(cell, None)
-        self._refresh(None)
+        state = self._cell(cell)
+        state.state, state.job = "done", ""
+        self._show(state.device)
 
     def note(self, line: str) -> None:
-        self.console.print(line, highlight=False)
+        """A line from the scheduler (a resubmission, a lost node): shown in either mode, as plain text."""
+        self.console.print(escape(line), highlight=False, soft_wrap=True)
 
     def result(self, r: Result) -> None:
         self.done += 1
         label = f"{r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}"
-        self.current[r.cell] = label
+        state = self._cell(r.cell, r.device)
+        state.job = label
+        self.bars.advance(self.tasks[state.device])
+        if self.overall is not None:
+            self.bars.advance(self.overall)
+        self._show(state.device)
+        self._log(self._result_line(r, label))
+
+    def _result_line(self, r: Result, label: str) -> str:
         speed = f" {r.median_ms:.4g} ms" if r.median_ms is not None else ""
-        colour = COLOURS.get(r.status, "red")
-        self._refresh(f"[{self.done:>4}/{self.total}] {r.cell} {label} -> [{colour}]{r.status}[/]{speed}")
+        error = (r.error or "").strip().splitlines()
+        why = f": {escape(error[0][:ERROR_CHARS])}" if error and r.status != status.OK else ""
+        style = status_style(r.status)
+        shown = f"[{style}]{escape(r.status)}[/]" if style else escape(r.status)
+        return f"{escape(f'[{self.done:>4}/{self.total}]')} {escape(r.cell)} {escape(label)} -> {shown}{speed}{why}"
 
-    def _refresh(self, line: str | None) -> None:
-        if self.live:
-            self.live.update(self._table())
-        elif line:
-            self.console.print(line, highlight=False)
+    def _cell(self, cell: str, device: str = "?") -> _Cell:
+        """A cell's record; a cell the plans did not name (it should not happen) gets one rather than a KeyError
+        in the middle of a run."""
+        if cell not in self.cells:
+            self.cells[cell] = _Cell(device)
+            if device not in self.tasks:
+                self.tasks[device] = self.bars.add_task(device, total=None, now="")
+        return self.cells[cell]
 
-    def _table(self) -> Table:
-        table = Table(title=f"opmatrix: {self.done}/{self.total} jobs")
-        for col in ("device", "done", "running", "pending", "now"):
-            table.add_column(col)
-        by_device: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-        for cell, device in self.cells.items():
-            by_device[device][self.state[cell]].append(cell)
-        for device, states in sorted(by_device.items()):
-            now = "; ".join(f"{c} @ {self.where.get(c, '?')}: {self.current.get(c, 'building env')}"
-                            for c in states["running"])
-            table.add_row(device, str(len(states["done"])), str(len(states["running"])),
-                          str(len(states["pending"])), now)
-        return table
+    def _show(self, device: str) -> None:
+        """The device bar's text: each running cell, where it runs and the job it is on."""
+        running = [f"{c} @ {s.where or '?'}: {s.job or 'building env'}" for c, s in self.cells.items()
+                   if s.device == device and s.state == "running"]
+        self.bars.update(self.tasks[device], now="; ".join(running))
+
+    def _log(self, markup: str) -> None:
+        """Outside a terminal, one line per event (the bars are not drawn there)."""
+        if not self.live:
+            self.console.print(markup, highlight=False, soft_wrap=True)

@@ -149,16 +149,21 @@ def _display_path(source: str) -> str:
 
 
 def finish(store: ResultStore, console) -> Path:
+    """Consolidate the store, write report.md and show the same tables; the one ending of `run` and `report`.
+    Paths and the matrix name are printed escaped: a folder named `[x]` is data, not rich markup."""
+    from rich.markup import escape
+
     manifest = store.manifest()
     df = store.consolidate()
     path = report.write_markdown(df, manifest, store.run_dir / "report.md")
     report.print_terminal(df, console)
-    console.print(f"results: {store.run_dir / 'results.parquet'}\nreport:  {path}")
+    console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}",
+                  soft_wrap=True)
     left = manifest.get("planned_jobs", len(df)) - len(df)
     if left > 0:
+        resume = f"opmatrix run {manifest.get('matrix', 'MATRIX')} --run-id {manifest['run_id']} --resume"
         console.print(f"[yellow]{left} of {manifest['planned_jobs']} planned jobs have no result yet (stopped at "
-                      f"the deadline): continue with `opmatrix run {manifest.get('matrix', 'MATRIX')} --run-id "
-                      f"{manifest['run_id']} --resume`[/]")
+                      f"the deadline): continue with `{escape(resume)}`[/]", soft_wrap=True)
     return store.run_dir
 
 

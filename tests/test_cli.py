@@ -1,7 +1,11 @@
-"""The command line: machine-readable output, clear errors with exit code 2, host resources for `ray start`."""
+"""The command line: machine-readable output, clear errors with exit code 2 (before anything runs or is
+written), help with examples, host resources for `ray start`."""
 import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 from opmatrix import paths
 from opmatrix.scheduling import resources
@@ -51,3 +55,60 @@ def test_resource_names_round_trip_to_host_devices():
     assert resources.parse_resource(resources.resource_name(cpu)).arch == "x86_64"
     assert resources.parse_resource("CPU") is None
     assert "--num-gpus=2" in resources.ray_start_args([cpu, h200, h200])
+
+
+def test_version_and_every_subcommand_help_has_a_description_and_an_example(capsys):
+    from opmatrix import __version__, cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"opmatrix {__version__}"
+    for command in ("run", "report", "plan", "hosts", "host-resources"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = capsys.readouterr().out
+        description = text.split("\n\n")[1]
+        assert description.strip() and "\n" not in description.strip(), (command, description)
+        assert "example:\n  " in text and "opmatrix " in text.split("example:")[1], command
+
+
+def test_plan_reads_a_project_matrix_from_any_working_directory(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(paths.ROOT))
+    for name in ("matrix/h200x2.toml", str(paths.MATRICES / "h200x2.toml")):
+        out = subprocess.run([sys.executable, "-m", "opmatrix", "plan", name, "--json"], capture_output=True,
+                             text=True, cwd=tmp_path, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert [c["cell"] for c in json.loads(out.stdout)] == ["h200.host-a", "h200.host-b"]
+
+
+def test_report_refuses_a_folder_without_results(tmp_path, capsys):
+    from opmatrix import cli
+
+    folder = tmp_path / "not-a-run"
+    folder.mkdir()
+    assert cli.main(["report", str(folder), "--reports", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(folder) in err and "no results.jsonl" in err
+    assert list(folder.iterdir()) == []  # nothing written into it
+
+
+def test_resume_of_an_unknown_run_refuses_instead_of_starting_afresh(tmp_path, capsys):
+    from opmatrix import cli
+
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "results.jsonl").write_text("")
+    code = cli.main(["run", "matrix/h200x2.toml", "--no-ray", "--reports", str(tmp_path), "--run-id", "r2",
+                     "--resume"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no run 'r2'" in err and str(tmp_path) in err and "runs there: r1" in err
+    assert not (tmp_path / "r2").exists()
+
+
+def test_redo_needs_resume_and_defaults_to_lost_with_it(tmp_path, capsys):
+    from opmatrix import cli
+
+    code = cli.main(["run", "--no-ray", "--reports", str(tmp_path), "--run-id", "r1", "--redo", "crashed"])
+    assert code == 2 and "--redo crashed" in capsys.readouterr().err and not (tmp_path / "r1").exists()
+    assert cli._redo(cli.parser().parse_args(["run", "--resume", "--run-id", "r1"])) == {"lost"}
+    assert cli._redo(cli.parser().parse_args(["run", "--resume", "--run-id", "r1", "--redo", "lost,crashed"])) == {
+        "lost", "crashed"}

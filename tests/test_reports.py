@@ -29,3 +29,7 @@ def test_full_h200_run_has_every_section_a_reader_needs():
                   "## Autotuning", "## Compile time"):
         assert title in text
     assert "; graph " in text  # launch-bound rmsnorm rows carry a CUDA-graph replay time
+    assert "tilelang: launch-bound" in text  # decode rmsnorm, not "25 GB/s, 1% of roofline"
+    assert "| h200     | gpu-a       | bfloat16 702.2, float16 659.3 |" in text  # each cell's own ceilings
+    assert "- h200: clock dropped in 87/142 timed rows (SwPowerCap), SM 1395–1980 MHz" in text
+    assert "outside:" not in text and "(separate loop)" not in text  # the old CUPTI method is left out

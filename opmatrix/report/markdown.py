@@ -1,0 +1,65 @@
+"""report.md: the sections as GitHub Markdown tables (tabulate).
+
+Cells carry text from results (error messages, versions, configurations). A `|` in one would start a new column
+and a newline would end the table, so every cell, header and bullet is made table-safe here, in one place.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from opmatrix.report.sections import sections
+
+_NEWLINES = re.compile(r"\s*[\r\n]+\s*")
+
+
+def inline(text: str) -> str:
+    """One line: newlines (with the indentation around them) become a single space."""
+    return _NEWLINES.sub(" ", text)
+
+
+def cell(value):
+    """A table cell: one line, `|` escaped. Numbers stay numbers so tabulate still aligns them."""
+    if not isinstance(value, str):
+        return value
+    return inline(value).replace("|", r"\|")
+
+
+def table(headers: list, rows: list[list]) -> str:
+    from tabulate import tabulate
+
+    return tabulate([[cell(v) for v in row] for row in rows], headers=[cell(str(h)) for h in headers],
+                    tablefmt="github")
+
+
+def header(df, manifest: dict) -> list[str]:
+    lines = [f"# opmatrix run `{manifest.get('run_id', '')}`", "",
+             f"matrix `{manifest.get('matrix', '')}` · started {manifest.get('started_at', '')} · "
+             f"finished {manifest.get('finished_at', '')} · {len(df)} results "
+             f"({', '.join(f'{s} {n}' for s, n in df.status.value_counts().items())})"]
+    left = manifest.get("planned_jobs", len(df)) - len(df)
+    if left > 0:
+        lines += ["", f"**{left} of {manifest['planned_jobs']} planned jobs have no result yet** (the run stopped at "
+                      "its deadline; `opmatrix run ... --resume` continues it)"]
+    if len(manifest.get("sessions", [])) > 1:
+        lines += ["", f"run in {len(manifest['sessions'])} sessions (--resume): " + "; ".join(
+            f"{s['started_at']} {s['jobs']} jobs" for s in manifest["sessions"])]
+    return lines + [""]
+
+
+def markdown(df, manifest: dict) -> str:
+    lines = header(df, manifest)
+    for sec in sections(df):
+        if sec.optional and not sec.rows:
+            continue
+        lines += [f"## {inline(sec.title)}", ""]
+        if sec.note:
+            lines += [inline(sec.note), ""]
+        lines += [table(sec.headers, sec.rows) if sec.rows else "(none)", ""]
+        lines += [f"- {inline(e)}" for e in sec.extra] + ([""] if sec.extra else [])
+    return "\n".join(lines)
+
+
+def write_markdown(df, manifest: dict, path: Path) -> Path:
+    path.write_text(markdown(df, manifest), encoding="utf-8")
+    return path

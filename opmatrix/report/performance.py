@@ -1,0 +1,102 @@
+"""Performance tables: one per kernel, workloads x dtypes as rows, the backends that ran it as columns.
+
+Rows are per (device, toolchain): the speed-up is against the baseline of the same cell, and two toolchains on
+one device are the comparison a reader came for, so neither may hide the other. The `fastest` column states a
+rate and its share of the roofline only where that means something: a call whose roofline bound is a few
+microseconds is launch-bound, and "0.0 TFLOP/s, 0% of roofline" would only say so badly.
+"""
+from __future__ import annotations
+
+from opmatrix.core import status
+from opmatrix.core.result import backend_label
+from opmatrix.report.table import Section, key_cells, mixes_toolchains, present, with_toolchain
+
+LAUNCH_BOUND_S = 5e-6  # below this roofline bound the time is launch and fixed cost, not throughput
+CLOCK_MARK = "†"
+KEYS = ["device", "workload", "dtype"]
+
+PERFORMANCE_NOTE = ("median over repetitions (speed-up against the framework baseline, same cell); `graph`: the same "
+                    "call replayed from a CUDA graph, for rows shorter than [run] cuda_graph_below_ms (no launch "
+                    "overhead, L2 not flushed); fastest: GB/s for memory-bound kernels (under 8 FLOP per byte), "
+                    "TFLOP/s otherwise, and its share of the roofline bound from the measured ceilings")
+LAUNCH_NOTE = (f"; `launch-bound`: the roofline bound of the call (FLOPs at the matmul ceiling, bytes at the copy "
+               f"ceiling) is under {LAUNCH_BOUND_S * 1e6:.0f} µs, so its time is launch and fixed cost, not a rate")
+CLOCK_NOTE = (f"; {CLOCK_MARK}: the SM clock dropped or the driver capped power or temperature during this timing "
+              "(see Measurement quality)")
+
+
+def performance(df) -> list[Section]:
+    timed = df[(df.status == status.OK) & df.median_ms.notna()].copy()
+    timed["label"] = [backend_label(b, v) for b, v in zip(timed.backend, timed.variant)]
+    out = [kernel_table(kernel, k) for kernel, k in timed.groupby("kernel")]
+    return out or [Section("Performance", [], [], PERFORMANCE_NOTE)]
+
+
+def kernel_table(kernel: str, k) -> Section:
+    labels = sorted(k.label.unique())
+    split = mixes_toolchains(k, KEYS)
+    capped = power_capped_cells(k)
+    rows = []
+    for (device, workload, dtype, toolchain), g in k.groupby(KEYS + ["toolchain"]):
+        row = key_cells([device, workload, dtype], toolchain, split)
+        row += [timing(g[g.label == label]) for label in labels]
+        row.append(fastest(g.loc[g.median_ms.idxmin()], capped))
+        rows.append(row)
+    text = [str(v) for row in rows for v in row]
+    note = (PERFORMANCE_NOTE + (LAUNCH_NOTE if any(v.endswith(": launch-bound") for v in text) else "")
+            + (CLOCK_NOTE if any(CLOCK_MARK in v for v in text) else ""))
+    headers = with_toolchain(list(KEYS), "dtype", split) + labels + ["fastest"]
+    timers = f"timers: {', '.join(sorted(k.timer.unique()))}"
+    return Section(f"Performance: {kernel}", headers, rows, note, [timers])
+
+
+def timing(hit) -> str:
+    """One backend's entry: median, speed-up, CUDA-graph time, and the clock mark when the clock dropped."""
+    if hit.empty:
+        return ""
+    r = hit.iloc[0]  # one row: a (cell, workload, dtype, backend, variant) has one result
+    speed = f" ({r.speedup_vs_framework:.2f}x)" if present(r.speedup_vs_framework) else ""
+    graph = f"; graph {r.graph_median_ms:.3g}" if present(r.graph_median_ms) else ""
+    mark = f" {CLOCK_MARK}" if clock_dropped(r.clock_dropped) else ""
+    return f"{r.median_ms:.4g} ms{speed}{graph}{mark}"
+
+
+def clock_dropped(value) -> bool:
+    """True only for a recorded drop: no telemetry (None/NaN) is not a drop."""
+    return present(value) and bool(value)
+
+
+def roofline_bound_s(r) -> float | None:
+    """The least time the call could take at the measured ceilings (compute or memory), or None without them."""
+    terms = []
+    if present(r["flops"]) and present(r["ceiling_tflops"]) and r["ceiling_tflops"] > 0:
+        terms.append(r["flops"] / (r["ceiling_tflops"] * 1e12))
+    if present(r["min_bytes"]) and present(r["ceiling_gbps"]) and r["ceiling_gbps"] > 0:
+        terms.append(r["min_bytes"] / (r["ceiling_gbps"] * 1e9))
+    return max(terms) if terms else None
+
+
+def power_capped_cells(k) -> set[str]:
+    """Cells in which the driver reported a power cap: their ceilings were measured under it too."""
+    return set(k[k.clock_events.fillna("").str.contains("PowerCap", regex=False)].cell)
+
+
+def fastest(best, capped: set[str]) -> str:
+    label = best["label"]
+    bound = roofline_bound_s(best)
+    if bound is not None and bound < LAUNCH_BOUND_S:
+        return f"{label}: launch-bound"
+    if not present(best["tflops"]):
+        return label
+    rate = f"{best['gbps']:.0f} GB/s" if best["flops"] < best["min_bytes"] * 8 else f"{best['tflops']:.1f} TFLOP/s"
+    return f"{label}: {rate}{roofline(best['roofline_pct'], best['cell'] in capped)}"
+
+
+def roofline(pct, capped: bool) -> str:
+    """", N% of roofline", saying why when N is above 100 (the ceiling is a measurement, not a datasheet peak)."""
+    if not present(pct):
+        return ""
+    if round(pct) <= 100:
+        return f", {pct:.0f}% of roofline"
+    why = "ceiling measured under the power cap" if capped else "above the ceiling measured in this cell"
+    return f", {pct:.0f}% of roofline ({why})"

@@ -1,0 +1,120 @@
+"""How far the numbers can be trusted: ceilings and stability per cell, clock drops per device, the CUPTI
+cross-check, and what the autotuner chose.
+
+Ceilings are measured once per cell, so they are reported per (device, toolchain) where a device ran under
+several toolchains. A clock drop is summarised once per device (how many timed rows, which cap, the SM clock
+range); the rows it touched carry a mark in the performance tables instead of one bullet each.
+"""
+from __future__ import annotations
+
+import json
+
+from opmatrix.core import status
+from opmatrix.core.result import backend_label
+from opmatrix.report.performance import clock_dropped
+from opmatrix.report.table import Section, fmt, key_cells, mixes_toolchains, present, with_toolchain
+
+CROSSCHECK_MIN_MS = 0.05  # the agreement goal applies to calls of at least 50 µs
+CROSSCHECK_GOAL_PCT = 3.0
+STABILITY_GOAL_PCT = 2.0
+
+
+def measurement(df) -> Section:
+    timed = df[(df.status == status.OK) & df.median_ms.notna()]
+    split = mixes_toolchains(timed, ["device"])
+    rows = [key_cells([device], toolchain, split) + cell_quality(g)
+            for (device, toolchain), g in timed.groupby(["device", "toolchain"])]
+    extra = [line for device, g in timed.groupby("device") if (line := clock_summary(device, g))]
+    drops = timed.clock_dropped.map(clock_dropped).astype(bool)
+    unexplained = timed[(timed.stability_pct > STABILITY_GOAL_PCT) & ~drops]  # no clock drop to blame
+    extra += [f"{r.device} {r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}: second timing "
+              f"{r.stability_pct:.1f}% off" for r in unexplained.itertuples()]
+    headers = with_toolchain(["device", "matmul ceiling TFLOP/s", "copy ceiling GB/s", "median stability %",
+                              "worst stability", "clock dropped"], "device", split)
+    return Section("Measurement quality", headers, rows,
+                   "ceilings measured in each cell (large matmul per dtype, large device-to-device copy); every "
+                   "build timed twice in the same job (goal: within 2%); clock dropped: SM clock fell >5% during "
+                   "timing or the driver reported a power/thermal cap (NVML)", extra)
+
+
+def cell_quality(g) -> list[str]:
+    """One cell's ceilings (measured once per cell), timing stability and clock-drop count."""
+    peaks = ", ".join(f"{d} {v:.4g}" for d, v in g.groupby("dtype").ceiling_tflops.first().items() if present(v))
+    known = g.clock_dropped.dropna()
+    dropped = f"{int(known.astype(bool).sum())}/{len(known)}" if len(known) else "no telemetry"
+    stability = g.stability_pct
+    worst = ""
+    if stability.notna().any():
+        w = g.loc[stability.idxmax()]
+        worst = (f"{w['stability_pct']:.2g}% ({backend_label(w['backend'], w['variant'])} {w['workload']} "
+                 f"{w['dtype']})")
+    return [peaks, fmt(g.ceiling_gbps.iloc[0], 4), fmt(stability.median(), 2), worst, dropped]
+
+
+def clock_summary(device: str, g) -> str:
+    """One line per device whose clock dropped: how often, why (NVML's reasons), the SM clock range seen."""
+    known = g[g.clock_dropped.notna()]
+    drops = known[known.clock_dropped.map(clock_dropped).astype(bool)]
+    if drops.empty:
+        return ""
+    reasons = sorted({r.strip() for events in drops.clock_events.fillna("") for r in events.split(",") if r.strip()})
+    clocks = [mhz for mhz in [*known.sm_mhz_start, *known.sm_mhz_end] if present(mhz)]
+    span = f", SM {min(clocks):.0f}–{max(clocks):.0f} MHz" if clocks else ""
+    unstable = int((drops.stability_pct > STABILITY_GOAL_PCT).sum())
+    off = (f"; in {unstable} of them the second timing was more than {STABILITY_GOAL_PCT:.0f}% off" if unstable
+           else "")
+    why = f" ({', '.join(reasons)})" if reasons else ""
+    return f"{device}: clock dropped in {len(drops)}/{len(known)} timed rows{why}{span}{off}"
+
+
+CROSSCHECK_NOTE = ("[run] crosscheck: after the timing, one more loop of calls (L2 flushed before each) timed by "
+                   "device events while torch.profiler records CUPTI's kernel times of the same executions. CUPTI "
+                   "sums kernel time only; events also count the launch and the gaps between the kernels of a "
+                   "multi-kernel call (eager matmul then relu)")
+
+
+def crosscheck(df) -> Section:
+    """Event means against the device time CUPTI recorded for the same executions of the call."""
+    recorded = df[df.cupti_ms.notna()]
+    checked = recorded[recorded.crosscheck_events_ms.notna()]
+    split = mixes_toolchains(checked, ["device"])
+    rows = [key_cells([r.device], r.toolchain, split)
+            + [r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), fmt(r.median_ms, 4),
+               fmt(r.crosscheck_events_ms, 4), fmt(r.cupti_ms, 4), f"{r.cupti_diff_pct:+.1f}"]
+            for r in checked.itertuples()]
+    note = CROSSCHECK_NOTE
+    left_out = len(recorded) - len(checked)
+    if left_out:
+        note += (f". {left_out} of {len(recorded)} rows are left out: they come from the older separate-loop "
+                 "method (CUPTI against the median of an earlier loop, in another power state of the GPU), so "
+                 "their difference measures the GPU's state, not the timer")
+    long = checked[checked.cupti_ms >= CROSSCHECK_MIN_MS]
+    within = long[long.cupti_diff_pct.abs() <= CROSSCHECK_GOAL_PCT]
+    extra = [f"{len(within)}/{len(long)} calls of >= {CROSSCHECK_MIN_MS * 1e3:.0f} µs within "
+             f"{CROSSCHECK_GOAL_PCT:.0f}% of CUPTI"] if len(long) else []
+    extra += [f"outside: {r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)} "
+              f"{r.cupti_diff_pct:+.1f}%" for r in long.drop(within.index).itertuples()]
+    headers = with_toolchain(["device", "kernel", "workload", "dtype", "backend", "median ms (timing)",
+                              "events mean ms", "CUPTI kernels mean ms", "events vs CUPTI %"], "device", split)
+    return Section("Cross-check against CUPTI", headers, rows, note, extra, optional=recorded.empty)
+
+
+def autotuning(df) -> Section:
+    """Tuned variants: what the autotuner chose, how long it took, and whether a second tuning agreed."""
+    tuned = df[df.config.str.contains('"tuning"', regex=False, na=False)]
+    split = mixes_toolchains(tuned, ["device"])
+    rows = []
+    for r in tuned.itertuples():
+        record = json.loads(r.config)
+        tuning = record["tuning"]
+        chosen = ", ".join(f"{k}={v}" for k, v in record["tuned"].items())
+        again = "same" if tuning["stable"] else ", ".join(f"{k}={v}" for k, v in tuning["second_choice"].items())
+        rows.append(key_cells([r.device], r.toolchain, split)
+                    + [r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), tuning["space"],
+                       " / ".join(f"{t:g}" for t in tuning["seconds"]), chosen,
+                       " / ".join(f"{t:.4g}" for t in tuning["best_ms"]), again])
+    headers = with_toolchain(["device", "kernel", "workload", "dtype", "backend", "configs", "tuning s (1st / 2nd)",
+                              "chosen", "best ms (1st / 2nd)", "second tuning chose"], "device", split)
+    return Section("Autotuning", headers, rows,
+                   "TileLang's autotuner, run twice per job from scratch (opmatrix.tune); the first choice is the "
+                   "one measured above; tuning time is part of the compile time", optional=True)

@@ -1,0 +1,48 @@
+"""The terminal view of the report: the same sections as report.md, as rich tables.
+
+rich reads `[...]` in a string as markup: `tilelang[tuned]` would lose its variant, and an error text such as
+`[/usr/local/cuda/include/x.h]` or `[/red]` would raise MarkupError after the whole run had finished. So every
+string from the data (labels, versions, errors, even our own notes, which mention `[run]`) is escaped here, and
+styles are applied only around escaped text.
+"""
+from __future__ import annotations
+
+from rich.markup import escape
+
+from opmatrix.report.sections import COMPILE_TITLE, sections
+from opmatrix.report.styles import cell_style
+
+LOG_WIDTH = 400  # a log or a pipe has no width to fit: 80 columns would fold every table into a column of shards
+
+
+def widen(console) -> None:
+    """Let output that is not a terminal (CI logs, `| tee`) keep each table row on one line."""
+    if not console.is_terminal and console.width < LOG_WIDTH:
+        console.width = LOG_WIDTH
+
+
+def styled(value) -> str:
+    """A table cell as safe markup: the text escaped, coloured when it names a status."""
+    text = str(value)
+    style = cell_style(text)
+    return f"[{style}]{escape(text)}[/]" if style else escape(text)
+
+
+def print_terminal(df, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    widen(console)
+    for sec in sections(df):
+        if sec.title == COMPILE_TITLE or not sec.rows:
+            continue
+        table = Table(title=escape(sec.title), caption=escape(sec.note) if sec.note else None,
+                      caption_justify="left")
+        for header in sec.headers:
+            table.add_column(escape(str(header)), overflow="fold")
+        for row in sec.rows:
+            table.add_row(*[styled(v) for v in row])
+        console.print(table)
+        for e in sec.extra:
+            console.print(escape(e))
