@@ -31,6 +31,7 @@ class RunManifest:
     planned_jobs: int = 0
     baseline: str = ""
     acceptance: dict[str, Any] = field(default_factory=dict)
+    kernels_dir: str = ""  # where the kernels' implementation files were (lines of code in the verdicts)
     sessions: list[Session] = field(default_factory=list)
     cells_wall_s: float = 0.0
 

@@ -15,12 +15,17 @@ import time
 from pathlib import Path
 
 from opmatrix import paths, plan, report
+from opmatrix.decide import effort, stats
+from opmatrix.decide import verdicts as verdict_rules
 from opmatrix.core.jobs import CellPlan
 from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
 from opmatrix.store import ResultStore, known_runs
+
+
+VERDICTS_JSON = "verdicts.json"
 
 
 class RunExists(Exception):
@@ -105,7 +110,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
             started_at=previous.started_at if previous else _now(), driver_host=socket.gethostname(),
             cells={p.cell.id: len(p.jobs) for p in planned_plans},
             planned_jobs=sum(len(p.jobs) for p in planned_plans), baseline=matrix.acceptance.baseline,
-            acceptance=matrix.acceptance.model_dump(), sessions=previous.sessions if previous else [])
+            acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()), sessions=previous.sessions if previous else [])
         session = Session(started_at=_now(), jobs=sum(len(p.jobs) for p in plans), deadline_s=deadline_s)
         manifest.sessions.append(session)
         interrupted = None
@@ -155,8 +160,15 @@ def finish(store: ResultStore, console) -> Path:
 
     manifest = store.manifest()
     df = store.consolidate()
-    path = report.write_markdown(df, manifest, store.run_dir / "report.md")
-    report.print_terminal(df, console)
+    verdicts = None
+    if verdict_rules.has_pairs(df):
+        df = stats.add_paired_columns(df)
+        kernels_dir = Path(manifest.get("kernels_dir") or paths.KERNELS)
+        loc = effort.table(kernels_dir, set(zip(df.kernel, df.backend)))
+        verdicts = verdict_rules.decide(df, manifest.get("acceptance", {}), loc)
+        (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
+    path = report.write_markdown(df, manifest, store.run_dir / "report.md", verdicts)
+    report.print_terminal(df, console, verdicts)
     console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}",
                   soft_wrap=True)
     left = manifest.get("planned_jobs", len(df)) - len(df)

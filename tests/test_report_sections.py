@@ -19,7 +19,7 @@ def result(toolchain="a", backend="torch", **fields) -> Result:
 
 def frame_of(*results: Result):
     """Results as the store hands them to the report (NaN for missing numbers, speed-ups derived)."""
-    return add_speedup(frame(list(results)))
+    return add_speedup(frame(list(results)), "torch")
 
 
 def section(df, title: str) -> report.Section:

@@ -3,7 +3,9 @@
 A row timed in rounds (`pairing = "interleaved"`) carries, aligned by round, its median burst time, the baseline's
 and the baseline A/A twin's. From these alone:
 - speed-up = median over rounds of baseline / row, with a 95 % bootstrap interval (scipy.stats.bootstrap, BCa);
-- p-value: Mann-Whitney U of the row's samples against the baseline's (scipy.stats.mannwhitneyu), and q-values by
+- p-value: Mann-Whitney U (scipy.stats.mannwhitneyu) of the row's per-round ratios to the baseline against the A/A
+  twin's per-round ratios to the same baseline: both sides are paired, so a power-state drift between rounds
+  cancels (on the raw samples it would swamp a 10 % difference); without a twin, on the raw samples. q-values by
   Benjamini-Hochberg over every paired row of the run (scipy.stats.false_discovery_control);
 - the A/A noise floor: the twin's ratio to the baseline in the same rounds, its interval's half-width around 1.
 Rows without rounds (older runs, correctness-only, failures) get no interval: they are never compared.
@@ -89,9 +91,9 @@ def add_paired_columns(df):
                                              "aa_hi")}
     group_keys = ["run_id", "cell", "kernel", "workload", "dtype"]
     baselines = {}
-    for i, r in enumerate(df.itertuples(index=False)):
-        if r.pairing and len(r.aa_round_ms):
-            baselines[tuple(getattr(r, k) for k in group_keys)] = r
+    for r in df.itertuples(index=False):
+        if r.status == "ok" and r.pairing and not len(r.baseline_round_ms) and len(r.aa_round_ms):
+            baselines[tuple(getattr(r, k) for k in group_keys)] = r  # the baseline: paired with its twin only
     for i, r in enumerate(df.itertuples(index=False)):
         if r.status != "ok" or not r.pairing:
             continue
@@ -101,9 +103,11 @@ def add_paired_columns(df):
                 cols["speedup"][i], cols["speedup_lo"][i], cols["speedup_hi"][i] = interval.estimate, interval.lo, \
                     interval.hi
             base = baselines.get(tuple(getattr(r, k) for k in group_keys))
-            if base is not None:
-                p = mann_whitney(list(r.samples_ms), list(base.samples_ms))
-                cols["p_value"][i] = np.nan if p is None else p
+            if len(r.aa_round_ms):  # the row's per-round ratios against the twin's: drift cancelled on both sides
+                p = mann_whitney(ratios(r.round_ms, r.baseline_round_ms), ratios(r.aa_round_ms, r.baseline_round_ms))
+            else:
+                p = mann_whitney(list(r.samples_ms), list(base.samples_ms)) if base is not None else None
+            cols["p_value"][i] = np.nan if p is None else p
         reference = r.baseline_round_ms if len(r.baseline_round_ms) else r.round_ms
         if len(r.aa_round_ms):
             aa = median_interval(ratios(r.aa_round_ms, reference))

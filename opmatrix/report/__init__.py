@@ -9,11 +9,11 @@ from opmatrix.report.sections import sections
 from opmatrix.report.table import Section
 
 
-def print_terminal(df, console=None) -> None:
+def print_terminal(df, console=None, verdicts=None) -> None:
     """The report's tables in the terminal (rich is imported only when this is called)."""
     from opmatrix.report.terminal import print_terminal as render
 
-    render(df, console)
+    render(df, console, verdicts)
 
 
 __all__ = ["Section", "markdown", "print_terminal", "sections", "write_markdown"]

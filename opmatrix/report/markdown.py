@@ -47,9 +47,9 @@ def header(df, manifest: dict) -> list[str]:
     return lines + [""]
 
 
-def markdown(df, manifest: dict) -> str:
+def markdown(df, manifest: dict, verdicts=None) -> str:
     lines = header(df, manifest)
-    for sec in sections(df):
+    for sec in sections(df, verdicts):
         if sec.optional and not sec.rows:
             continue
         lines += [f"## {inline(sec.title)}", ""]
@@ -60,6 +60,6 @@ def markdown(df, manifest: dict) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(df, manifest: dict, path: Path) -> Path:
-    path.write_text(markdown(df, manifest), encoding="utf-8")
+def write_markdown(df, manifest: dict, path: Path, verdicts=None) -> Path:
+    path.write_text(markdown(df, manifest, verdicts), encoding="utf-8")
     return path

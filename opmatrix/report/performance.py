@@ -21,6 +21,9 @@ PERFORMANCE_NOTE = ("median over repetitions (speed-up against the framework bas
                     "TFLOP/s otherwise, and its share of the roofline bound from the measured ceilings")
 LAUNCH_NOTE = (f"; `launch-bound`: the roofline bound of the call (FLOPs at the matmul ceiling, bytes at the copy "
                f"ceiling) is under {LAUNCH_BOUND_S * 1e6:.0f} µs, so its time is launch and fixed cost, not a rate")
+PAIRED_NOTE = ("; paired rows (timed in shuffled rounds with the baseline): the speed-up is the median per-round ratio "
+               "with its 95% bootstrap interval, `~` where the interval includes 1.0; the baseline shows its A/A "
+               "twin's ratio, the noise floor of those rounds")
 CLOCK_NOTE = (f"; {CLOCK_MARK}: the SM clock dropped or the driver capped power or temperature during this timing "
               "(see Measurement quality)")
 
@@ -44,7 +47,8 @@ def kernel_table(kernel: str, k) -> Section:
         rows.append(row)
     text = [str(v) for row in rows for v in row]
     note = (PERFORMANCE_NOTE + (LAUNCH_NOTE if any(v.endswith(": launch-bound") for v in text) else "")
-            + (CLOCK_NOTE if any(CLOCK_MARK in v for v in text) else ""))
+            + (CLOCK_NOTE if any(CLOCK_MARK in v for v in text) else "")
+            + (PAIRED_NOTE if (k.pairing != "").any() else ""))
     headers = with_toolchain(list(KEYS), "dtype", split) + labels + ["fastest"]
     timers = f"timers: {', '.join(sorted(k.timer.unique()))}"
     return Section(f"Performance: {kernel}", headers, rows, note, [timers])
@@ -55,10 +59,21 @@ def timing(hit) -> str:
     if hit.empty:
         return ""
     r = hit.iloc[0]  # one row: a (cell, workload, dtype, backend, variant) has one result
-    speed = f" ({r.speedup_vs_framework:.2f}x)" if present(r.speedup_vs_framework) else ""
+    speed = paired(r) or (f" ({r.speedup_vs_framework:.2f}x)" if present(r.speedup_vs_framework) else "")
     graph = f"; graph {r.graph_median_ms:.3g}" if present(r.graph_median_ms) else ""
     mark = f" {CLOCK_MARK}" if clock_dropped(r.clock_dropped) else ""
     return f"{r.median_ms:.4g} ms{speed}{graph}{mark}"
+
+
+def paired(r) -> str:
+    """The paired speed-up with its interval, `~` when the interval includes 1.0 (no difference shown); for the
+    baseline itself, its A/A noise: the ratio of its independent twin in the same rounds."""
+    if present(getattr(r, "speedup", float("nan"))):
+        same = " ~" if r.speedup_lo <= 1.0 <= r.speedup_hi else ""
+        return f" ({r.speedup:.2f}x [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]{same})"
+    if present(getattr(r, "aa", float("nan"))) and not len(r.baseline_round_ms):
+        return f" (A/A {r.aa:.3f}x [{r.aa_lo:.3f}, {r.aa_hi:.3f}])"
+    return ""
 
 
 def clock_dropped(value) -> bool:

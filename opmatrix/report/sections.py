@@ -11,6 +11,7 @@ from opmatrix.core import status
 from opmatrix.core.result import backend_label
 from opmatrix.report.performance import performance
 from opmatrix.report.quality import autotuning, crosscheck, measurement
+from opmatrix.report.verdicts import verdict_section
 from opmatrix.report.table import Section, fmt, key_cells, mixes_toolchains, with_toolchain
 
 ENV_COLUMNS = ["cell", "host", "device_name", "arch", "driver", "runtime", "python", "torch", "tilelang", "triton"]
@@ -110,6 +111,8 @@ def failures(df) -> Section:
     return Section("Not run, unsupported or failed", headers, rows, extra=extra)
 
 
-def sections(df) -> list[Section]:
-    return [environments(df), coverage(df), correctness(df), *performance(df), measurement(df), crosscheck(df),
-            autotuning(df), compile_times(df), failures(df)]
+def sections(df, verdicts=None) -> list[Section]:
+    """Every section in report order; the verdicts first when the run has them (paired timing)."""
+    first = [verdict_section(verdicts)] if verdicts else []
+    return first + [environments(df), coverage(df), correctness(df), *performance(df), measurement(df),
+                    crosscheck(df), autotuning(df), compile_times(df), failures(df)]

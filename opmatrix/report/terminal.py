@@ -28,13 +28,13 @@ def styled(value) -> str:
     return f"[{style}]{escape(text)}[/]" if style else escape(text)
 
 
-def print_terminal(df, console=None) -> None:
+def print_terminal(df, console=None, verdicts=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
     widen(console)
-    for sec in sections(df):
+    for sec in sections(df, verdicts):
         if sec.title == COMPILE_TITLE or not sec.rows:
             continue
         table = Table(title=escape(sec.title), caption=escape(sec.note) if sec.note else None,

@@ -1,0 +1,235 @@
+"""Verdicts: per (kernel, device, toolchain), which implementation to ship, from the paired statistics.
+
+- keep framework: no contestant is correct on every target workload and faster, with the lower bound of its
+  geometric-mean interval above the threshold. The default answer.
+- adopt <backend[variant]>: correct everywhere, and its geometric-mean speed-up interval lies above the threshold;
+  among several, the fastest, and among those whose intervals overlap it, the one with the fewest lines of code.
+- gap: the framework does not run correctly on this device for every target workload: a separate implementation
+  is needed (the rows that do cover it are named).
+- inconclusive: a contestant's interval reaches past min_speedup but not clear of the threshold, even after the
+  extra rounds: a worthwhile gain is neither shown nor ruled out.
+- not run: no host had the device (compile-only coverage is shown as evidence instead).
+The threshold is max(acceptance.min_speedup, 1 + K_AA x the A/A noise floor of the same rounds).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from opmatrix.core import status
+from opmatrix.core.result import backend_label
+from opmatrix.decide import stats
+
+K_AA = 2.0  # the smallest effect a verdict may claim is this many A/A half-widths
+Q_MAX = 0.05  # Benjamini-Hochberg level
+
+KEEP, ADOPT, GAP, INCONCLUSIVE, NOT_RUN = "keep framework", "adopt", "gap", "inconclusive", "not run"
+
+
+@dataclass
+class Candidate:
+    label: str
+    speedup: str = ""  # geometric mean "1.07x [1.05, 1.09]"
+    worst: str = ""  # worst workload, its speed-up and interval
+    geomean: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    correct_everywhere: bool = True
+    why_not: str = ""
+    compile_s: float | None = None
+    tuning_s: float | None = None
+    lines_of_code: int | None = None
+    portability: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    kernel: str
+    device: str
+    toolchain: str
+    verdict: str
+    choice: str = ""  # the backend[variant] to ship
+    reason: str = ""
+    threshold: float | None = None
+    aa_floor: str = ""  # the A/A noise floor: "±0.8%"
+    workloads: list[str] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    options: list[str] = field(default_factory=list)  # Option A (fixed) vs Option B (autotuned)
+
+    def headline(self) -> str:
+        return f"{self.verdict} {self.choice}".strip()
+
+
+def has_pairs(df) -> bool:
+    """Verdicts need paired timing; a run timed one backend after another gets none."""
+    return "pairing" in df.columns and bool((df.pairing.fillna("") != "").any())
+
+
+def decide(df, acceptance: dict, loc: dict[tuple[str, str], int] | None = None) -> list[Verdict]:
+    """Verdicts for every (kernel, device, toolchain) of a run's rows (df from the store, with or without the
+    paired columns of stats.add_paired_columns)."""
+    if "speedup" not in df.columns:
+        df = stats.add_paired_columns(df)
+    baseline = acceptance.get("baseline", "torch")
+    min_speedup = float(acceptance.get("min_speedup", 1.05))
+    max_rel_err = acceptance.get("max_rel_err")
+    loc = loc or {}
+    verdicts = []
+    for (kernel, device, toolchain), g in df.groupby(["kernel", "device", "toolchain"], sort=True):
+        verdicts.append(_verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_err, loc))
+    return verdicts
+
+
+def _verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_err, loc) -> Verdict:
+    targets = sorted({(w, d) for w, d in zip(g.workload, g.dtype)})
+    v = Verdict(kernel, device, toolchain, NOT_RUN, workloads=[f"{w} {d}" for w, d in targets])
+    ran = g[~g.status.isin([status.NO_HOST, *status.BUILD_ONLY])]
+    if ran.empty:
+        built = g[g.status.isin(status.BUILD_ONLY)]
+        v.reason = "no host had this device" + (
+            f"; builds for it: {', '.join(sorted({backend_label(b, x) for b, x in zip(built.backend, built.variant)}))}"
+            if len(built) else "")
+        return v
+    base = ran[ran.backend == baseline]
+    base_ok = {(w, d) for w, d, s in zip(base.workload, base.dtype, base.status) if s == status.OK}
+    missing = [f"{w} {d}" for w, d in targets if (w, d) not in base_ok]
+    aa = ran.aa_hi.notna()
+    floor = float(max(ran.loc[aa, "aa_hi"].max() - 1, 1 - ran.loc[aa, "aa_lo"].min())) if aa.any() else 0.0
+    v.aa_floor = f"±{100 * floor:.1f}%" if aa.any() else "no A/A twin"
+    v.threshold = max(min_speedup, 1 + K_AA * floor)
+    v.candidates = [_candidate(df, ran, kernel, label, targets, max_rel_err, loc) for label in _labels(ran, baseline)]
+    if missing:
+        covering = [c.label for c in v.candidates if c.correct_everywhere]
+        v.verdict, v.reason = GAP, (f"{baseline} is not ok here on {', '.join(missing)}: needs a separate "
+                                    "implementation" + (f"; correct here: {', '.join(covering)}" if covering else
+                                                        "; no backend of this run covers it"))
+        return v
+    adoptable = [c for c in v.candidates if c.correct_everywhere and c.lo is not None and c.lo > v.threshold]
+    # Not claimable, yet a worthwhile gain is not ruled out: the interval reaches past min_speedup.
+    open_ = [c for c in v.candidates if c.correct_everywhere and c.lo is not None and c.lo <= v.threshold
+             and c.hi > min_speedup]
+    if adoptable:
+        best = max(adoptable, key=lambda c: c.geomean)
+        tied = [c for c in adoptable if c.hi >= best.lo]
+        choice = min(tied, key=lambda c: (c.lines_of_code or 10 ** 9, -c.geomean))
+        v.verdict, v.choice = ADOPT, choice.label
+        v.reason = (f"{choice.label}: {choice.speedup} over {baseline} (geometric mean over {len(targets)} "
+                    f"workloads; worst {choice.worst}), above the threshold {v.threshold:.3f}")
+        if choice is not best:
+            v.reason += f"; chosen over {best.label} ({best.speedup}) for fewer lines of code"
+    elif open_:
+        v.verdict = INCONCLUSIVE
+        v.reason = "; ".join(f"{c.label} {c.speedup} reaches past min_speedup {min_speedup:g} but not clear of "
+                             f"the threshold {v.threshold:.3f} (A/A noise {v.aa_floor})" for c in open_)
+    else:
+        v.verdict, v.choice = KEEP, baseline
+        fastest = max((c for c in v.candidates if c.geomean), key=lambda c: c.geomean, default=None)
+        v.reason = (f"no contestant is correct on every workload and faster than {v.threshold:.3f}x"
+                    + (f"; fastest: {fastest.label} {fastest.speedup}" if fastest else ""))
+    v.options = _options(ran)
+    return v
+
+
+def _labels(ran, baseline) -> list[str]:
+    pairs = sorted({(b, x) for b, x in zip(ran.backend, ran.variant) if b != baseline})
+    return [backend_label(b, x) for b, x in pairs]
+
+
+def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
+    rows = ran[[backend_label(b, x) == label for b, x in zip(ran.backend, ran.variant)]]
+    c = Candidate(label)
+    by_target = {(r.workload, r.dtype): r for r in rows.itertuples()}
+    failing = []
+    ratio_sets = []
+    worst = None
+    for target in targets:
+        r = by_target.get(target)
+        if r is None or r.status != status.OK:
+            failing.append(f"{target[0]} {target[1]}: {r.status if r is not None else 'not run'}")
+            continue
+        if max_rel_err is not None and r.rel_err == r.rel_err and r.rel_err > max_rel_err:
+            failing.append(f"{target[0]} {target[1]}: rel_err {r.rel_err:.2g} > max_rel_err {max_rel_err:g}")
+            continue
+        ratios = stats.ratios(r.round_ms, r.baseline_round_ms) if r.pairing else []
+        if len(ratios) < 3:
+            failing.append(f"{target[0]} {target[1]}: not timed in rounds with the baseline")
+            continue
+        ratio_sets.append(ratios)
+        if worst is None or r.speedup < worst[1]:
+            worst = (target, r.speedup, r.speedup_lo, r.speedup_hi)
+    c.correct_everywhere = not failing
+    c.why_not = "; ".join(failing)
+    if not failing:
+        interval = stats.geomean_interval(ratio_sets)
+        if interval:
+            c.geomean, c.lo, c.hi, c.speedup = interval.estimate, interval.lo, interval.hi, interval.text()
+        if worst:
+            c.worst = f"{worst[0][0]} {worst[0][1]} {worst[1]:.2f}x [{worst[2]:.2f}, {worst[3]:.2f}]"
+    c.compile_s = float(rows.compile_s.median()) if rows.compile_s.notna().any() else None
+    c.tuning_s = _tuning_seconds(rows)
+    backend = rows.backend.iloc[0] if len(rows) else label.split("[")[0]
+    c.lines_of_code = loc.get((kernel, backend))
+    same = [backend_label(b, x) == label for b, x in zip(df.backend, df.variant)]
+    everywhere = df[(df.kernel == kernel).to_numpy() & np.asarray(same, dtype=bool)]
+    c.portability = {dev: ",".join(sorted(set(g.status))) for dev, g in everywhere.groupby("device")}
+    return c
+
+
+def _tuning_seconds(rows) -> float | None:
+    seconds = []
+    for text in rows.config.dropna():
+        try:
+            tuning = json.loads(text).get("tuning")
+        except (ValueError, AttributeError):
+            continue
+        if tuning:
+            seconds.append(tuning["seconds"][0])
+    return float(sum(seconds) / len(seconds)) if seconds else None
+
+
+def _options(ran) -> list[str]:
+    """Option A (a fixed configuration: predictable, auditable) against Option B (autotuned: adaptive, costs
+    tuning time): the tuned variant's paired ratio to the fixed one in the same rounds."""
+    out = []
+    for backend, g in ran[ran.status == status.OK].groupby("backend"):
+        variants = set(g.variant)
+        fixed = next((x for x in ("fixed", "tile") if x in variants), None)
+        if "tuned" not in variants or fixed is None:
+            continue
+        sets = []
+        for (w, d), pair in g.groupby(["workload", "dtype"]):
+            a = pair[pair.variant == fixed]
+            b = pair[pair.variant == "tuned"]
+            if len(a) and len(b) and a.iloc[0].pairing and b.iloc[0].pairing:
+                sets.append(_cross(a.iloc[0], b.iloc[0]))
+        sets = [s for s in sets if len(s) >= 3]
+        interval = stats.geomean_interval(sets) if sets else None
+        held = _held(g[g.variant == "tuned"])
+        out.append(f"{backend}: Option A `{fixed}` (fixed) vs Option B `tuned` (autotuned): tuned/fixed "
+                   + (interval.text() if interval else "not paired") + f"; tuning choice held on re-tuning: {held}")
+    return out
+
+
+def _cross(fixed, tuned) -> list[float]:
+    """fixed time / tuned time per round, through the baseline rounds both share."""
+    a = dict(zip(range(len(fixed.round_ms)), fixed.round_ms))
+    b = dict(zip(range(len(tuned.round_ms)), tuned.round_ms))
+    return [a[i] / b[i] for i in a if i in b and b[i] > 0] if len(a) == len(b) else []
+
+
+def _held(rows) -> str:
+    results = []
+    for text in rows.config.dropna():
+        try:
+            tuning = json.loads(text).get("tuning")
+        except (ValueError, AttributeError):
+            continue
+        if tuning:
+            results.append(bool(tuning.get("stable")))
+    return f"{sum(results)}/{len(results)}" if results else "n/a"
+
+
+def to_json(verdicts: list[Verdict]) -> str:
+    return json.dumps([asdict(v) for v in verdicts], indent=1, sort_keys=True, default=str)

@@ -1,0 +1,109 @@
+"""Verdict rules and their statistics on synthetic runs whose truth is known: rounds share a drift factor (the
+power state of that moment) that pairing must cancel, and each burst has its own noise."""
+import numpy as np
+import pytest
+
+from opmatrix.core.result import Result
+from opmatrix.decide import stats
+from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, decide
+from opmatrix.store import add_speedup, frame
+
+ACCEPT = {"baseline": "torch", "min_speedup": 1.05}
+
+
+def rows(contestants: dict[str, float], seed: int, rounds: int = 10, noise: float = 0.02, drift: float = 0.08,
+         workloads=("w1", "w2"), status=None) -> list[Result]:
+    """One cell, one kernel: the baseline and contestants with true speed-ups `contestants` (name -> x)."""
+    rng = np.random.default_rng(seed)
+    status = status or {}
+    out = []
+    for w in workloads:
+        drifts = np.exp(rng.normal(0, drift, rounds))
+        base = list(1.0 * drifts * np.exp(rng.normal(0, noise, rounds)))
+        twin = list(1.0 * drifts * np.exp(rng.normal(0, noise, rounds)))
+        times = {"torch": base}
+        for name, speedup in contestants.items():
+            times[name] = list(drifts / speedup * np.exp(rng.normal(0, noise, rounds)))
+        for name, series in times.items():
+            state = status.get((name, w), "ok")
+            out.append(Result(run_id="r", cell="h200.host", device="h200", toolchain="host", kernel="k", workload=w,
+                              dtype="float16", backend=name, status=state, rel_err=0.0, pairing="interleaved",
+                              rounds=rounds, round_ms=series if state == "ok" else [],
+                              baseline_round_ms=[] if name == "torch" else base, aa_round_ms=twin,
+                              samples_ms=series, median_ms=float(np.median(series))))
+    return out
+
+
+def verdict_of(results, acceptance=ACCEPT):
+    (v,) = decide(add_speedup(frame(results), "torch"), acceptance)
+    return v
+
+
+@pytest.mark.parametrize("truth, expected", [({"fast": 1.30}, ADOPT), ({"same": 1.0}, KEEP)])
+def test_known_truth_gives_the_verdict(truth, expected):
+    v = verdict_of(rows(truth, seed=1))
+    assert v.verdict == expected, v.reason
+    if expected == ADOPT:
+        assert v.choice == "fast" and "1.3" in v.reason
+
+
+def test_a_difference_inside_the_noise_is_inconclusive():
+    v = verdict_of(rows({"edge": 1.06}, seed=3, noise=0.06, drift=0.0))
+    assert v.verdict == INCONCLUSIVE, v.reason
+    assert "not clear of the threshold" in v.reason
+
+
+def test_framework_not_running_on_the_device_is_a_gap():
+    v = verdict_of(rows({"tile": 1.2}, seed=4, status={("torch", "w2"): "unsupported"}))
+    assert v.verdict == GAP and "w2" in v.reason and "tile" in v.reason
+
+
+def test_correct_on_one_workload_and_wrong_on_another_is_not_adopted():
+    v = verdict_of(rows({"fast": 1.3}, seed=5, status={("fast", "w2"): "mismatch"}))
+    assert v.verdict == KEEP
+    (c,) = v.candidates
+    assert not c.correct_everywhere and "w2 float16: mismatch" in c.why_not
+
+
+def test_max_rel_err_is_a_correctness_ceiling():
+    results = rows({"fast": 1.3}, seed=6)
+    for r in results:
+        if r.backend == "fast":
+            r.rel_err = 5e-3
+    v = verdict_of(results, dict(ACCEPT, max_rel_err=1e-3))
+    assert v.verdict == KEEP and "max_rel_err" in v.candidates[0].why_not
+
+
+def test_ten_percent_slower_is_found_slower_with_an_interval_excluding_one():
+    found = 0
+    for seed in range(20):
+        df = stats.add_paired_columns(add_speedup(frame(rows({"slow": 1 / 1.1}, seed=seed, workloads=("w",))),
+                                                  "torch"))
+        slow = df[df.backend == "slow"].iloc[0]
+        found += slow.speedup_hi < 1.0 and slow.q_value < 0.05
+    assert found == 20
+
+
+def test_a_a_never_gives_a_confident_difference():
+    """Two identical contestants over many seeds: the false-alarm rate of the verdict is measured and printed."""
+    seeds = 200
+    alarms = excluded = 0
+    for seed in range(seeds):
+        v = verdict_of(rows({"twin": 1.0}, seed=seed))
+        alarms += v.verdict != KEEP
+        c = v.candidates[0]
+        excluded += c.lo > 1.0 or c.hi < 1.0
+    rate = alarms / seeds
+    print(f"\nA/A over {seeds} seeds: verdict false alarms {alarms} ({100 * rate:.1f}%); geometric-mean interval "
+          f"excluding 1.0 in {excluded} ({100 * excluded / seeds:.1f}%, nominal 5%)")
+    assert rate <= 0.01
+
+
+def test_pairing_cancels_drift_that_sequential_timing_cannot():
+    """The same 8% round-to-round drift: paired ratios stay tight around the truth."""
+    df = stats.add_paired_columns(add_speedup(frame(rows({"fast": 1.10}, seed=9, drift=0.08, noise=0.01,
+                                                         workloads=("w",))), "torch"))
+    fast = df[df.backend == "fast"].iloc[0]
+    assert 1.07 < fast.speedup_lo and fast.speedup_hi < 1.13
+    aa = df[df.backend == "torch"].iloc[0]
+    assert aa.aa_lo < 1.0 < aa.aa_hi
