@@ -41,12 +41,7 @@ def _redo(args) -> frozenset[str]:
     if not args.resume:
         raise UsageError(f"--redo {args.redo}: --redo only applies to a resumed run; add --resume --run-id RUN, or "
                          "drop --redo")
-    redo = frozenset(s.strip() for s in args.redo.split(",") if s.strip())
-    unknown = redo - set(status.ALL)
-    if unknown:
-        raise UsageError(f"--redo {args.redo}: unknown status {', '.join(sorted(unknown))}; statuses: "
-                         f"{', '.join(status.ALL)}")
-    return redo
+    return _statuses("--redo", args.redo)
 
 
 def _check_resume(args) -> None:
@@ -77,8 +72,47 @@ def _cmd_run(args) -> int:
         from opmatrix.scheduling.ray_cluster import RayScheduler
 
         scheduler = RayScheduler(args.address, args.num_gpus)
-    run(_matrix_path(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler, resume=args.resume,
-        redo=redo, deadline_s=args.deadline_s)
+    fail_on = _statuses("--fail-on", args.fail_on)
+    folder = run(_matrix_path(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler,
+                 resume=args.resume, redo=redo, deadline_s=args.deadline_s)
+    return _failed_exit(folder, fail_on)
+
+
+def _statuses(flag: str, text: str) -> frozenset[str]:
+    chosen = frozenset(s.strip() for s in text.split(",") if s.strip())
+    unknown = chosen - set(status.ALL)
+    if unknown:
+        raise UsageError(f"{flag} {text}: unknown status {', '.join(sorted(unknown))}; statuses: "
+                         f"{', '.join(status.ALL)}")
+    return chosen
+
+
+def _failed_exit(folder: Path, fail_on: frozenset[str]) -> int:
+    """1 when any row of the run has a status in fail_on (CI gates on it), else 0."""
+    from opmatrix.store import ResultStore
+
+    failed = [r for r in ResultStore(folder, create=False).results() if r.status in fail_on]
+    if failed:
+        counts = {}
+        for r in failed:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        print(f"opmatrix: {len(failed)} row(s) failed ({', '.join(f'{s} {n}' for s, n in sorted(counts.items()))}); "
+              f"exit 1 (choose the statuses with --fail-on)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_deployments(args) -> int:
+    from opmatrix.decide import deployments as deploy
+    from opmatrix.store import known_runs, run_dir
+
+    reports = Path(args.reports)
+    folders = [run_dir(r, reports) for r in args.runs] or [reports / r for r in known_runs(reports)]
+    rows = deploy.deployments(folders)
+    if not rows:
+        raise UsageError(f"no verdicts in {', '.join(str(f) for f in folders) or reports}: verdicts come from runs "
+                         "timed in rounds (opmatrix run writes verdicts.json)")
+    print(deploy.to_json(rows) if args.json else deploy.markdown(rows))
     return 0
 
 
@@ -153,7 +187,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opmatrix", description="Run every kernel backend on every device and "
                                 "toolchain of a matrix file; store results; report coverage, correctness, speed.",
                                 epilog="example:\n  opmatrix plan matrix/h200.toml\n  opmatrix run matrix/h200.toml "
-                                "--run-id h200-nightly\n  opmatrix report h200-nightly",
+                                "--run-id h200-nightly\n  opmatrix report h200-nightly\n\nexit codes: 0 done; 1 a row "
+                                "failed (run --fail-on); 2 bad input (matrix, arguments, a locked or unknown run); "
+                                "130 / 143 interrupted by SIGINT / SIGTERM (continue with --resume)",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"opmatrix {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -176,6 +212,14 @@ def parser() -> argparse.ArgumentParser:
                    "(default with --resume: lost)")
     r.add_argument("--deadline-s", type=float, help="start no job after this many seconds; the run stays "
                    "resumable (for time-boxed machines)")
+    r.add_argument("--fail-on", default=",".join(status.FAILED), help="exit 1 when a row has one of these "
+                   f"statuses (default: {','.join(status.FAILED)})")
+    d = _subcommand(sub, "deployments", "the supported-deployments table per kernel: for each device and "
+                    "toolchain, which backend to ship, from the verdicts of stored runs (latest run wins)",
+                    "  opmatrix deployments\n  opmatrix deployments 20261201-h200-paired --json", _cmd_deployments)
+    d.add_argument("runs", nargs="*", help="run ids or folders (default: every run under reports/)")
+    d.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
+    d.add_argument("--json", action="store_true", help="machine-readable output")
     rep = _subcommand(sub, "report", "rebuild results.parquet and report.md of a run from its results.jsonl",
                       "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder", _cmd_report)
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")

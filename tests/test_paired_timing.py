@@ -54,3 +54,27 @@ def test_slower_contestant_is_slower_in_nearly_every_round(rows):
     r = rows["slower"]
     ratios = [b / m for b, m in zip(r.baseline_round_ms, r.round_ms)]
     assert sum(x < 1 for x in ratios) >= 0.8 * len(ratios)
+
+
+def test_run_writes_verdicts_gates_on_failures_and_feeds_deployments(tmp_path, capsys):
+    """The whole path through a real nox cell: paired rows -> verdicts.json and a Verdicts section -> exit 1 for
+    the crashed row (or 0 when --fail-on leaves crashed out) -> `opmatrix deployments`."""
+    import json
+
+    from opmatrix import cli
+
+    write_plugins(tmp_path, "probe", IMPLS, probe_adapter("wallclock"))
+    matrix = probe_matrix(tmp_path, "gate", list(IMPLS), ["quick"], timeout_s=30, rep_ms=20)
+    common = ["--no-ray", "--reports", str(tmp_path / "reports")]
+    assert cli.main(["run", str(matrix), "--run-id", "gate", *common]) == 1
+    assert "1 row(s) failed (crashed 1)" in capsys.readouterr().err
+    verdicts = json.loads((tmp_path / "reports" / "gate" / "verdicts.json").read_text())
+    (v,) = verdicts
+    assert v["verdict"] == "keep framework" and v["choice"] == "torch"
+    slower = next(c for c in v["candidates"] if c["label"] == "slower")
+    assert slower["hi"] < 1.0  # found slower, with its interval
+    report = (tmp_path / "reports" / "gate" / "report.md").read_text()
+    assert report.index("## Verdicts") < report.index("## Environments")
+    assert cli.main(["deployments", "gate", "--reports", str(tmp_path / "reports"), "--json"]) == 0
+    (d,) = json.loads(capsys.readouterr().out)
+    assert d["support"] == "supported" and d["use"] == "torch" and d["run_id"] == "gate"

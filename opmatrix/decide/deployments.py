@@ -1,0 +1,89 @@
+"""The supported-deployments table: per kernel and (device, toolchain), what to ship, from the verdicts of stored
+runs (their verdicts.json, run.json and rows; nothing is run). When several runs decided the same (kernel, device,
+toolchain), the latest one counts and says so.
+
+    supported            adopt X, or keep the framework: ship that backend
+    supported (caveat)   the framework runs, but a contestant was inconclusive: more rounds could change it
+    unsupported          gap (the framework does not run correctly there) or no host ran the device
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_RUN
+
+VERDICTS_JSON = "verdicts.json"
+SUPPORT = {ADOPT: "supported", KEEP: "supported", INCONCLUSIVE: "supported (caveat)", GAP: "unsupported",
+           NOT_RUN: "unsupported"}
+
+
+@dataclass
+class Deployment:
+    kernel: str
+    device: str
+    toolchain: str
+    support: str
+    use: str  # the backend to ship ("" when unsupported)
+    why: str
+    run_id: str
+    date: str
+    versions: str  # what the cell imported: torch / triton / tilelang, driver, runtime
+
+
+def deployments(run_dirs: list[Path]) -> list[Deployment]:
+    latest: dict[tuple, Deployment] = {}
+    for folder in sorted(run_dirs, key=_started):
+        path = folder / VERDICTS_JSON
+        if not path.is_file():
+            continue
+        manifest = json.loads((folder / "run.json").read_text()) if (folder / "run.json").is_file() else {}
+        versions = _versions(folder)
+        for v in json.loads(path.read_text()):
+            support = SUPPORT.get(v["verdict"], "unsupported")
+            use = v["choice"] if support.startswith("supported") else ""
+            if v["verdict"] == INCONCLUSIVE:
+                use = manifest.get("baseline", "")
+            key = (v["kernel"], v["device"], v["toolchain"])
+            latest[key] = Deployment(*key, support, use, v["reason"], manifest.get("run_id", folder.name),
+                                     manifest.get("finished_at", manifest.get("started_at", "")),
+                                     versions.get((v["device"], v["toolchain"]), ""))
+    return [latest[k] for k in sorted(latest)]
+
+
+def _started(folder: Path) -> str:
+    path = folder / "run.json"
+    return json.loads(path.read_text()).get("started_at", "") if path.is_file() else ""
+
+
+def _versions(folder: Path) -> dict[tuple[str, str], str]:
+    from opmatrix.store import ResultStore
+
+    out = {}
+    for r in ResultStore(folder, create=False).results():
+        if r.torch and (r.device, r.toolchain) not in out:
+            parts = [f"torch {r.torch}", f"triton {r.triton}" if r.triton else "",
+                     f"tilelang {r.tilelang}" if r.tilelang else "", f"driver {r.driver}" if r.driver else "",
+                     r.runtime]
+            out[(r.device, r.toolchain)] = ", ".join(p for p in parts if p)
+    return out
+
+
+def markdown(rows: list[Deployment]) -> str:
+    from tabulate import tabulate
+
+    from opmatrix.report.markdown import cell
+
+    lines = ["# Supported deployments", ""]
+    for kernel in sorted({d.kernel for d in rows}):
+        lines += [f"## {kernel}", ""]
+        table = [[cell(x) for x in (d.device, d.toolchain, d.support, d.use, d.why, d.run_id, d.date, d.versions)]
+                 for d in rows if d.kernel == kernel]
+        lines += [tabulate(table, headers=["device", "toolchain", "support", "use", "why", "run", "date",
+                                           "versions"], tablefmt="github"), ""]
+    return "\n".join(lines)
+
+
+def to_json(rows: list[Deployment]) -> str:
+    return json.dumps([asdict(d) for d in rows], indent=1)
