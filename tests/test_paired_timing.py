@@ -78,3 +78,28 @@ def test_run_writes_verdicts_gates_on_failures_and_feeds_deployments(tmp_path, c
     assert cli.main(["deployments", "gate", "--reports", str(tmp_path / "reports"), "--json"]) == 0
     (d,) = json.loads(capsys.readouterr().out)
     assert d["support"] == "supported" and d["use"] == "torch" and d["run_id"] == "gate"
+
+
+HOG = ("import fcntl, time\nheld = []\n\ndef build(w, dtype, device, variant):\n"
+       "    fh = open({lock!r}, 'w')\n    fcntl.flock(fh, fcntl.LOCK_EX)\n    held.append(fh)  # 'device memory' while alive\n"
+       "    def fn(x, out):\n        time.sleep(0.002)\n        out.copy_(x * 2)\n    return fn\n")
+BIG = ("import fcntl, time\n\ndef build(w, dtype, device, variant):\n"
+       "    fh = open({lock!r}, 'w')\n    try:\n        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+       "    except BlockingIOError:\n        raise RuntimeError('CUDA out of memory (simulated: hog holds the device)')\n"
+       "    def fn(x, out):\n        time.sleep(0.002)\n        out.copy_(x * 2)\n    return fn\n")
+
+
+def test_contestants_that_do_not_fit_together_are_timed_in_blocks_with_the_baseline(tmp_path):
+    """`big` runs out of memory beside `hog`: hog's block is timed first, then big beside only the baseline and
+    its twin; both rows are paired with the baseline in their own rounds, and say which block they were in."""
+    lock = str(tmp_path / "device.lock")
+    impls = {"torch": SLEEPER.format(seconds=0.002), "hog": HOG.format(lock=lock), "big": BIG.format(lock=lock)}
+    write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
+    probe_matrix(tmp_path, "blocks", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    (plan,) = plan_mod.cell_plans(load_matrix(tmp_path / "m.toml"), "blocks", tmp_path / "scratch")
+    rows = {r.backend: r for r in run_cell(plan)}
+    assert {r.status for r in rows.values()} == {"ok"}, {n: r.error for n, r in rows.items()}
+    assert rows["hog"].pairing == "interleaved" and rows["big"].pairing.startswith("interleaved, block 2")
+    base = rows["torch"]
+    assert base.rounds == rows["hog"].rounds + rows["big"].rounds  # the baseline was in every round of both
+    assert rows["big"].baseline_round_ms == base.round_ms[rows["hog"].rounds:]

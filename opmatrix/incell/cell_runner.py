@@ -51,7 +51,11 @@ def contest_groups(jobs) -> list[list[JobSpec]]:
     return list(groups.values())
 
 
-def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contestant | None, count: int) -> Result:
+def out_of_memory(row: Result) -> bool:
+    return row.status == getattr(status, "OOM", "oom") or "out of memory" in row.error.lower()
+
+
+def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contestant | None) -> Result:
     """The row with what the rounds measured: every sample, each round's median aligned with the baseline's and
     the A/A twin's medians of the same rounds, and telemetry over the rounds."""
     samples = c.samples_ms
@@ -59,7 +63,8 @@ def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contesta
     half = c.round_ms[len(c.round_ms) // 2:]
     extra = telemetry.summarize(c.states[0], c.states[-1]) if c.states else {}
     return dataclasses.replace(
-        result, **extra, pairing="interleaved", rounds=count, timer=c.timer, samples_ms=samples, reps=len(samples),
+        result, **extra, pairing="interleaved" if c.block <= 1 else f"interleaved, block {c.block} (device memory)",
+        rounds=len(c.round_ms), timer=c.timer, samples_ms=samples, reps=len(samples),
         median_ms=statistics.median(samples), p10_ms=cuts[0], p90_ms=cuts[-1],
         rerun_median_ms=statistics.median(half) if half else None, round_ms=c.round_ms,
         baseline_round_ms=aligned(base, c) if base is not None and base is not c else [],
@@ -110,26 +115,36 @@ class CellRunner:
             yield from self.run_group(group)
 
     def run_group(self, jobs: list[JobSpec]) -> Iterator[Result]:
-        """Every job of one (kernel, workload, dtype) builds and checks in its own worker; the survivors (and an
-        A/A twin of the baseline) are then timed together in rounds. A job that ends before it is ready to time
-        (failed, unsupported, correctness-only, compile-only) yields its row at once."""
-        contestants = []
-        for job in jobs:
-            if self.plan.past_deadline():
+        """Every job of one (kernel, workload, dtype) builds and checks in its own worker; the survivors, the
+        baseline and its A/A twin are then timed together in rounds. A job that ends before it is ready to time
+        (failed, unsupported, correctness-only, compile-only) yields its row at once. When a contestant runs out
+        of device memory beside the others, the ones already waiting are timed first (a block), and it starts
+        again in the next block, beside only the baseline and its twin; its row says so."""
+        pending, base, twin, first_round, block = list(jobs), None, None, 0, 0
+        while pending and not self.plan.past_deadline():
+            block += 1
+            members: list[Contestant] = []
+            while pending and not self.plan.past_deadline():
+                started = self._start(pending[0])
+                if isinstance(started, Result) and out_of_memory(started) and any(c is not base for c in members):
+                    break  # retried in the next block, with less beside it on the device
+                job = pending.pop(0)
+                if isinstance(started, Result):
+                    yield started
+                    continue
+                started.block = block
+                members.append(started)
+                if base is None and job.backend == self.plan.settings.baseline:
+                    base, twin = started, self._start_twin(job)
+            racers = members + [c for c in (base, twin) if c is not None and c not in members]
+            if not racers:
                 break
-            started = self._start(job)
-            if isinstance(started, Result):
-                yield started
-            else:
-                contestants.append(started)
-        if not contestants:
-            return
-        base = next((c for c in contestants if c.job.backend == self.plan.settings.baseline), None)
-        twin = self._start_twin(base.job) if base else None
-        rounds = Rounds(contestants + ([twin] if twin else []), base, self.round_settings)
-        rounds.run()
-        for c in contestants:
-            yield self._timed_row(c, base, twin, rounds.count)
+            rounds = Rounds(racers, base, self.round_settings, first_round)
+            rounds.run()
+            first_round += rounds.count
+            yield from (self._timed_row(c, base, twin) for c in members if c is not base)
+        if base is not None:
+            yield self._timed_row(base, base, twin)
         if twin is not None:
             twin.server.kill()
 
@@ -188,7 +203,7 @@ class CellRunner:
         return dataclasses.replace(row, status=gone.row.status, phase=phase, error=error,
                                    stderr_tail=server.log_tail())
 
-    def _timed_row(self, c: Contestant, base: Contestant | None, twin: Contestant | None, count: int) -> Result:
+    def _timed_row(self, c: Contestant, base: Contestant | None, twin: Contestant | None) -> Result:
         if c.failure is None:
             try:
                 c.server.finish(c.job.timeout_s)
@@ -198,7 +213,7 @@ class CellRunner:
             return self._finish(c.job, self._failed(c.server, c.failure), c.started_at, c.server.elapsed())
         result = self._ended(c.server)
         if result.status == status.OK:
-            result = timed(result, c, base, twin, count)
+            result = timed(result, c, base, twin)
         return self._finish(c.job, result, c.started_at, c.server.elapsed())
 
     def _finish(self, job: JobSpec, result: Result, started: str, elapsed: float) -> Result:

@@ -38,6 +38,7 @@ class Contestant:
     timer: str = ""
     failure: ServerGone | None = None
     started_at: str = ""
+    block: int = 1  # the group of contestants it was timed with (more than one only when memory ran out)
 
     @property
     def alive(self) -> bool:
@@ -78,9 +79,11 @@ def straddles(ratios: list[float], threshold: float) -> bool:
 
 
 class Rounds:
-    def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: RoundSettings) -> None:
+    def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: RoundSettings,
+                 first_round: int = 0) -> None:
         self.contestants, self.baseline, self.settings = contestants, baseline, settings
-        self.random = random.Random(settings.seed)
+        self.random = random.Random(settings.seed + first_round)
+        self.first_round = first_round  # round numbers continue across blocks of one group
         self.count = 0
 
     def run(self) -> None:
@@ -108,7 +111,7 @@ class Rounds:
                 c.failure = gone
                 continue
             c.round_ms.append(statistics.median(reply["samples_ms"]))
-            c.rounds_taken.append(self.count)
+            c.rounds_taken.append(self.first_round + self.count)
             c.positions.append(position)
             c.samples_ms.extend(reply["samples_ms"])
             c.timer = reply.get("timer", c.timer)
@@ -123,7 +126,7 @@ class Rounds:
         for c in self._live():
             if c is base:
                 continue
-            ratios = paired_ratios(base, c)
+            ratios = paired_ratios(base, c)  # this block's rounds and any before
             if len(ratios) >= 3 and straddles(ratios, self.settings.threshold):
                 return True
         return False
