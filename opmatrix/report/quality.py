@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from opmatrix.core import status
+from opmatrix.decide import stats
 from opmatrix.core.result import backend_label
 from opmatrix.report.performance import clock_dropped
 from opmatrix.report.table import Section, fmt, key_cells, mixes_toolchains, present, with_toolchain
@@ -31,10 +32,36 @@ def measurement(df) -> Section:
               f"{r.stability_pct:.1f}% off" for r in unexplained.itertuples()]
     headers = with_toolchain(["device", "matmul ceiling TFLOP/s", "copy ceiling GB/s", "median stability %",
                               "worst stability", "clock dropped"], "device", split)
+    paired = bool((timed.pairing != "").any())
+    stability = (STABILITY_PAIRED if paired else STABILITY_SEQUENTIAL)
+    extra += aa_floors(timed) if paired else []
     return Section("Measurement quality", headers, rows,
-                   "ceilings measured in each cell (large matmul per dtype, large device-to-device copy); every "
-                   "build timed twice in the same job (goal: within 2%); clock dropped: SM clock fell >5% during "
-                   "timing or the driver reported a power/thermal cap (NVML)", extra)
+                   "ceilings measured in each cell (large matmul per dtype, large device-to-device copy); "
+                   f"{stability} (goal: within 2%); clock dropped: SM clock fell >5% during timing or the driver "
+                   "reported a power/thermal cap (NVML)", extra)
+
+
+STABILITY_SEQUENTIAL = "every build timed twice in the same job"
+STABILITY_PAIRED = "stability: the median of the later half of a row's rounds against its overall median"
+
+
+def aa_floors(timed) -> list[str]:
+    """The A/A noise floor per kernel and device: the baseline's independent twin against the baseline in the
+    same rounds (the widest interval half-width over the kernel's workloads)."""
+    lines = []
+    twins = timed[(timed.pairing != "") & timed.round_ms.map(len).gt(0)
+                  & timed.baseline_round_ms.map(len).eq(0) & timed.aa_round_ms.map(len).gt(0)]
+    for (kernel, device, toolchain), g in twins.groupby(["kernel", "device", "toolchain"]):
+        widths = []
+        for r in g.itertuples():
+            interval = stats.median_interval(stats.ratios(r.aa_round_ms, r.round_ms))
+            if interval:
+                widths.append((interval.halfwidth, r.workload, r.dtype, len(r.round_ms)))
+        if widths:
+            width, workload, dtype, rounds = max(widths)
+            lines.append(f"A/A noise floor, {kernel} on {device}.{toolchain}: ±{100 * width:.2f}% (widest: "
+                         f"{workload} {dtype}, {rounds} rounds; over {len(widths)} workload(s))")
+    return lines
 
 
 def cell_quality(g) -> list[str]:
