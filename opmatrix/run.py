@@ -87,36 +87,22 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
         raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
                         f"{', '.join(known_runs(reports_dir)) or 'none'}")
     run_id = run_id or new_run_id(matrix.name)
-    planned_plans = plans = plan.cell_plans(matrix, run_id, Path(scratch_root))
+    planned = plan.cell_plans(matrix, run_id, Path(scratch_root))
     store = ResultStore(Path(reports_dir) / run_id)
     with store.lock():
         stored = store.results()
         if stored and not resume:
             raise RunExists(f"{store.run_dir} already holds {len(stored)} results: add --resume to continue it, "
                             "or choose another --run-id")
-        previous = store.read_manifest() if resume else None
-        if resume:
-            plans = remaining(plans, stored, set(redo))
-        if deadline_s is not None:
-            deadline = time.time() + deadline_s
-            plans = [p.replace(deadline=deadline) for p in plans]
-        if scheduler is None:
-            from opmatrix.scheduling.ray_cluster import RayScheduler
-
-            scheduler = RayScheduler()
+        plans = session_plans(planned, stored if resume else None, redo, deadline_s)
         shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
-        manifest = RunManifest(
-            run_id=run_id, matrix=_display_path(matrix.source),
-            started_at=previous.started_at if previous else _now(), driver_host=socket.gethostname(),
-            cells={p.cell.id: len(p.jobs) for p in planned_plans},
-            planned_jobs=sum(len(p.jobs) for p in planned_plans), baseline=matrix.acceptance.baseline,
-            acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()), sessions=previous.sessions if previous else [])
+        manifest = new_manifest(matrix, run_id, planned, store.read_manifest() if resume else None)
         session = Session(started_at=_now(), jobs=sum(len(p.jobs) for p in plans), deadline_s=deadline_s)
         manifest.sessions.append(session)
         interrupted = None
         try:
             with signals_as_interrupts():
-                _schedule(scheduler, plans, matrix, store, manifest, session, console)
+                _schedule(scheduler or _default_scheduler(), plans, matrix, store, manifest, session, console)
         except Interrupted as exc:
             interrupted = exc
             session.interrupted = exc.signal
@@ -128,6 +114,32 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     if interrupted is not None:
         raise interrupted
     return folder
+
+
+def session_plans(planned: list[CellPlan], stored: list[Result] | None, redo: frozenset[str],
+                  deadline_s: float | None) -> list[CellPlan]:
+    """What this session runs: every planned job, or on --resume (stored rows given) what is missing or redone;
+    with a deadline after which no job starts."""
+    plans = planned if stored is None else remaining(planned, stored, set(redo))
+    if deadline_s is None:
+        return plans
+    deadline = time.time() + deadline_s
+    return [p.replace(deadline=deadline) for p in plans]
+
+
+def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunManifest | None) -> RunManifest:
+    return RunManifest(
+        run_id=run_id, matrix=_display_path(matrix.source), started_at=previous.started_at if previous else _now(),
+        driver_host=socket.gethostname(), cells={p.cell.id: len(p.jobs) for p in planned},
+        planned_jobs=sum(len(p.jobs) for p in planned), baseline=matrix.acceptance.baseline,
+        acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()),
+        sessions=previous.sessions if previous else [])
+
+
+def _default_scheduler():
+    from opmatrix.scheduling.ray_cluster import RayScheduler
+
+    return RayScheduler()
 
 
 def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifest, session: Session,

@@ -87,35 +87,63 @@ def _verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_er
     v = Verdict(kernel, device, toolchain, NOT_RUN, workloads=[f"{w} {d}" for w, d in targets])
     ran = g[~g.status.isin([status.NO_HOST, *status.BUILD_ONLY])]
     if ran.empty:
-        built = g[g.status.isin(status.BUILD_ONLY)]
-        v.reason = "no host had this device" + (
-            f"; builds for it: {', '.join(sorted({backend_label(b, x) for b, x in zip(built.backend, built.variant)}))}"
-            if len(built) else "")
-        return v
-    base = ran[ran.backend == baseline]
+        return _not_run(v, g)
+    base = baseline_rows(ran, baseline)
     base_ok = {(w, d) for w, d, s in zip(base.workload, base.dtype, base.status) if s == status.OK}
     missing = [f"{w} {d}" for w, d in targets if (w, d) not in base_ok]
-    aa = ran.aa_hi.notna()
-    floor = float(max(ran.loc[aa, "aa_hi"].max() - 1, 1 - ran.loc[aa, "aa_lo"].min())) if aa.any() else 0.0
-    v.aa_floor = f"±{100 * floor:.1f}%" if aa.any() else "no A/A twin"
-    v.threshold = max(min_speedup, 1 + K_AA * floor)
-    v.candidates = [_candidate(df, ran, kernel, label, targets, max_rel_err, loc) for label in _labels(ran, baseline)]
+    v.aa_floor, v.threshold = _threshold(ran, min_speedup)
+    v.candidates = [_candidate(df, ran, kernel, label, targets, max_rel_err, loc)
+                    for label in _labels(ran, base)]
     if missing:
-        covering = [c.label for c in v.candidates if c.correct_everywhere]
-        v.verdict, v.reason = GAP, (f"{baseline} is not ok here on {', '.join(missing)}: needs a separate "
-                                    "implementation" + (f"; correct here: {', '.join(covering)}" if covering else
-                                                        "; no backend of this run covers it"))
-        return v
-    adoptable = [c for c in v.candidates if c.correct_everywhere and c.lo is not None and c.lo > v.threshold]
+        return _gap(v, baseline, missing)
+    _choose(v, baseline, min_speedup, len(targets))
+    v.options = _options(ran)
+    return v
+
+
+def baseline_rows(ran, baseline: str):
+    """The framework's rows: the baseline backend's row the others were paired with (no baseline rounds of its
+    own); other variants of the baseline backend (torch[cudnn]) are contestants like any other."""
+    rows = ran[ran.backend == baseline]
+    paired_base = rows[(rows.pairing != "") & rows.baseline_round_ms.map(len).eq(0)]
+    return paired_base if len(paired_base) else rows
+
+
+def _not_run(v: Verdict, g) -> Verdict:
+    built = g[g.status.isin(status.BUILD_ONLY)]
+    labels = sorted({backend_label(b, x) for b, x in zip(built.backend, built.variant)})
+    v.reason = "no host had this device" + (f"; builds for it: {', '.join(labels)}" if labels else "")
+    return v
+
+
+def _threshold(ran, min_speedup: float) -> tuple[str, float]:
+    """(the A/A noise floor as text, the smallest speed-up a verdict may claim)."""
+    aa = ran.aa_hi.notna()
+    if not aa.any():
+        return "no A/A twin", min_speedup
+    floor = float(max(ran.loc[aa, "aa_hi"].max() - 1, 1 - ran.loc[aa, "aa_lo"].min()))
+    return f"±{100 * floor:.1f}%", max(min_speedup, 1 + K_AA * floor)
+
+
+def _gap(v: Verdict, baseline: str, missing: list[str]) -> Verdict:
+    covering = [c.label for c in v.candidates if c.correct_everywhere]
+    v.verdict = GAP
+    v.reason = (f"{baseline} is not ok here on {', '.join(missing)}: needs a separate implementation"
+                + (f"; correct here: {', '.join(covering)}" if covering else "; no backend of this run covers it"))
+    return v
+
+
+def _choose(v: Verdict, baseline: str, min_speedup: float, workloads: int) -> None:
+    eligible = [c for c in v.candidates if c.correct_everywhere and c.lo is not None]
+    adoptable = [c for c in eligible if c.lo > v.threshold]
     # Not claimable, yet a worthwhile gain is not ruled out: the interval reaches past min_speedup.
-    open_ = [c for c in v.candidates if c.correct_everywhere and c.lo is not None and c.lo <= v.threshold
-             and c.hi > min_speedup]
+    open_ = [c for c in eligible if c.lo <= v.threshold and c.hi > min_speedup]
     if adoptable:
         best = max(adoptable, key=lambda c: c.geomean)
         tied = [c for c in adoptable if c.hi >= best.lo]
         choice = min(tied, key=lambda c: (c.lines_of_code or 10 ** 9, -c.geomean))
         v.verdict, v.choice = ADOPT, choice.label
-        v.reason = (f"{choice.label}: {choice.speedup} over {baseline} (geometric mean over {len(targets)} "
+        v.reason = (f"{choice.label}: {choice.speedup} over {baseline} (geometric mean over {workloads} "
                     f"workloads; worst {choice.worst}), above the threshold {v.threshold:.3f}")
         if choice is not best:
             v.reason += f"; chosen over {best.label} ({best.speedup}) for fewer lines of code"
@@ -125,56 +153,53 @@ def _verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_er
                              f"the threshold {v.threshold:.3f} (A/A noise {v.aa_floor})" for c in open_)
     else:
         v.verdict, v.choice = KEEP, baseline
-        fastest = max((c for c in v.candidates if c.geomean), key=lambda c: c.geomean, default=None)
+        fastest = max(eligible, key=lambda c: c.geomean, default=None)
         v.reason = (f"no contestant is correct on every workload and faster than {v.threshold:.3f}x"
                     + (f"; fastest: {fastest.label} {fastest.speedup}" if fastest else ""))
-    v.options = _options(ran)
-    return v
 
 
-def _labels(ran, baseline) -> list[str]:
-    pairs = sorted({(b, x) for b, x in zip(ran.backend, ran.variant) if b != baseline})
-    return [backend_label(b, x) for b, x in pairs]
+def _labels(ran, base) -> list[str]:
+    base_labels = {backend_label(b, x) for b, x in zip(base.backend, base.variant)}
+    labels = {backend_label(b, x) for b, x in zip(ran.backend, ran.variant)}
+    return sorted(labels - base_labels)
 
 
 def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
     rows = ran[[backend_label(b, x) == label for b, x in zip(ran.backend, ran.variant)]]
     c = Candidate(label)
-    by_target = {(r.workload, r.dtype): r for r in rows.itertuples()}
-    failing = []
-    ratio_sets = []
-    worst = None
-    for target in targets:
-        r = by_target.get(target)
-        if r is None or r.status != status.OK:
-            failing.append(f"{target[0]} {target[1]}: {r.status if r is not None else 'not run'}")
-            continue
-        if max_rel_err is not None and r.rel_err == r.rel_err and r.rel_err > max_rel_err:
-            failing.append(f"{target[0]} {target[1]}: rel_err {r.rel_err:.2g} > max_rel_err {max_rel_err:g}")
-            continue
-        ratios = stats.ratios(r.round_ms, r.baseline_round_ms) if r.pairing else []
-        if len(ratios) < 3:
-            failing.append(f"{target[0]} {target[1]}: not timed in rounds with the baseline")
-            continue
-        ratio_sets.append(ratios)
-        if worst is None or r.speedup < worst[1]:
-            worst = (target, r.speedup, r.speedup_lo, r.speedup_hi)
-    c.correct_everywhere = not failing
-    c.why_not = "; ".join(failing)
+    failing, ratio_sets, worst = _measured(rows, targets, max_rel_err)
+    c.correct_everywhere, c.why_not = not failing, "; ".join(failing)
     if not failing:
         interval = stats.geomean_interval(ratio_sets)
         if interval:
             c.geomean, c.lo, c.hi, c.speedup = interval.estimate, interval.lo, interval.hi, interval.text()
-        if worst:
-            c.worst = f"{worst[0][0]} {worst[0][1]} {worst[1]:.2f}x [{worst[2]:.2f}, {worst[3]:.2f}]"
+        c.worst = f"{worst.workload} {worst.dtype} {worst.speedup:.2f}x [{worst.speedup_lo:.2f}, {worst.speedup_hi:.2f}]"
     c.compile_s = float(rows.compile_s.median()) if rows.compile_s.notna().any() else None
     c.tuning_s = _tuning_seconds(rows)
     backend = rows.backend.iloc[0] if len(rows) else label.split("[")[0]
     c.lines_of_code = loc.get((kernel, backend))
-    same = [backend_label(b, x) == label for b, x in zip(df.backend, df.variant)]
-    everywhere = df[(df.kernel == kernel).to_numpy() & np.asarray(same, dtype=bool)]
+    same = np.asarray([backend_label(b, x) == label for b, x in zip(df.backend, df.variant)], dtype=bool)
+    everywhere = df[(df.kernel == kernel).to_numpy() & same]
     c.portability = {dev: ",".join(sorted(set(g.status))) for dev, g in everywhere.groupby("device")}
     return c
+
+
+def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[float]], object]:
+    """(why it is not eligible per target, its per-round ratios per target, its slowest target's row)."""
+    by_target = {(r.workload, r.dtype): r for r in rows.itertuples()}
+    failing, ratio_sets, worst = [], [], None
+    for w, d in targets:
+        r = by_target.get((w, d))
+        if r is None or r.status != status.OK:
+            failing.append(f"{w} {d}: {r.status if r is not None else 'not run'}")
+        elif max_rel_err is not None and r.rel_err == r.rel_err and r.rel_err > max_rel_err:
+            failing.append(f"{w} {d}: rel_err {r.rel_err:.2g} > max_rel_err {max_rel_err:g}")
+        elif len(ratios := stats.ratios(r.round_ms, r.baseline_round_ms) if r.pairing else []) < 3:
+            failing.append(f"{w} {d}: not timed in rounds with the baseline")
+        else:
+            ratio_sets.append(ratios)
+            worst = r if worst is None or r.speedup < worst.speedup else worst
+    return failing, ratio_sets, worst
 
 
 def _tuning_seconds(rows) -> float | None:
