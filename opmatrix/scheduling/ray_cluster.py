@@ -118,6 +118,8 @@ class RayScheduler:
 
     def __init__(self, address: str | None = None, num_gpus: int | None = None) -> None:
         self.address = address or os.environ.get("RAY_ADDRESS")
+        if self.address:
+            check_reachable(self.address)  # before any run folder exists
         self.num_gpus = num_gpus
         self.embedded = False
         self.tags = itertools.count()
@@ -126,7 +128,6 @@ class RayScheduler:
         pythonpath = os.pathsep.join(p for p in (str(paths.ROOT), os.environ.get("PYTHONPATH")) if p)
         runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}
         if self.address:
-            check_reachable(self.address)
             ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
             return self
         local = hosts.detect_local()
