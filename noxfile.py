@@ -36,11 +36,21 @@ def matrix(session: nox.Session) -> None:
                 env={"OPMATRIX_HOST_PYTHON": HOST_PYTHON}, external=external)
 
 
+TEST_PACKAGES = ("-e", ".[test]", TEST_TORCH, "tilelang==0.1.15", "triton==3.9.0")
+
+
 @nox.session(venv_backend="virtualenv")
 def tests(session: nox.Session) -> None:
-    """The test suite, against real torch, tilelang, triton, nox and Ray (CPU builds)."""
-    session.install("-e", ".[test]", TEST_TORCH, "tilelang==0.1.15", "triton==3.9.0")
+    """The whole test suite, against real torch, tilelang, triton, nox and Ray (CPU builds)."""
+    session.install(*TEST_PACKAGES)
     session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(venv_backend="virtualenv", name="unit")
+def unit(session: nox.Session) -> None:
+    """The fast lane: pure unit tests (no worker processes, nox cells or Ray), under a minute on two cores."""
+    session.install(*TEST_PACKAGES)
+    session.run("python", "-m", "pytest", "-m", "not integration and not slow", *session.posargs)
 
 
 if os.environ.get("OPMATRIX_CELL_PLAN"):

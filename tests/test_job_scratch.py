@@ -7,6 +7,9 @@ from opmatrix.core.result import Result
 from opmatrix.incell.cell_runner import read_result, run_cell, write_result
 from opmatrix.matrix import load_matrix
 from tests.conftest import probe_adapter, probe_matrix, write_plugins
+import pytest
+
+pytestmark = pytest.mark.integration
 
 # Correct on `small`; killed during build on `quick` (before it could write anything).
 CRASHY = ("import os\n\ndef build(w, dtype, device, variant):\n"

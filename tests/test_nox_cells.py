@@ -14,6 +14,8 @@ import pytest
 from opmatrix.run import run
 from opmatrix.scheduling.local import LocalScheduler
 
+pytestmark = pytest.mark.integration
+
 CPU_DEVICE = """
 [[device]]
 id = "cpu"

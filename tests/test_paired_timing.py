@@ -8,6 +8,8 @@ from opmatrix.incell.cell_runner import run_cell
 from opmatrix.matrix import load_matrix
 from tests.conftest import probe_adapter, probe_matrix, write_plugins
 
+pytestmark = pytest.mark.integration
+
 SLEEPER = ("import time\n\ndef build(w, dtype, device, variant):\n"
            "    def fn(x, out):\n        time.sleep({seconds})\n        out.copy_(x * 2)\n    return fn\n")
 DIES = ("import os, signal, time\ncalls = 0\n\ndef build(w, dtype, device, variant):\n"

@@ -24,6 +24,8 @@ from opmatrix.scheduling.ray_cluster import RayScheduler
 from opmatrix.matrix import load_matrix
 from tests.conftest import probe_adapter, write_plugins
 
+pytestmark = pytest.mark.integration
+
 H200 = "opmatrix.gpu.nvidia.sm_90.NVIDIA-H200"
 MI300X = "opmatrix.gpu.amd.gfx942.AMD-Instinct-MI300X"
 CPU = "opmatrix.cpu.x86_64.Test-CPU"

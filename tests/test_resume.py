@@ -9,6 +9,8 @@ from opmatrix.run import RunExists, run
 from opmatrix.scheduling.local import LocalScheduler
 from tests.conftest import probe_adapter, probe_matrix, write_plugins
 
+pytestmark = pytest.mark.integration
+
 # The first job sleeps past the deadline in its build: it finishes, the second job is never started.
 SLEEPY = ("import time\n\ndef build(w, dtype, device, variant):\n"
           "    time.sleep(20 if w['n'] == 256 else 0)\n"

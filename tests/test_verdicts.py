@@ -84,6 +84,7 @@ def test_ten_percent_slower_is_found_slower_with_an_interval_excluding_one():
     assert found == 20
 
 
+@pytest.mark.slow
 def test_a_a_never_gives_a_confident_difference():
     """Two identical contestants over many seeds: the false-alarm rate of the verdict is measured and printed."""
     seeds = 200
