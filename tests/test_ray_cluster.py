@@ -8,7 +8,6 @@ is retried on another node with the device, or recorded `lost` when there is non
 arrived.
 """
 import os
-import signal
 from datetime import datetime
 import textwrap
 import time
@@ -85,24 +84,7 @@ name = "B200"
 def root(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
     write_plugins(root, "lite", {"probe": IMPL}, probe_adapter(None))  # correctness-only: no GPU to time
-    yield root
-    _kill_leftovers(str(root))
-
-
-def _kill_leftovers(marker: str) -> None:
-    """Processes of a killed node's cells (nox, runners, workers) that outlived it: end them."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmdline:
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-            except OSError:
-                pass
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -253,14 +235,42 @@ def test_cpu_timing_cell_never_shares_its_host_with_another_cell(cluster, root):
 
 
 def test_embedded_run_starts_its_own_ray_beside_a_running_cluster(cluster, root):
-    """Without an address, a run never attaches to some other Ray on the machine: it starts and stops its own.
-    Last in this module: after a process has started and stopped its own local Ray beside a running cluster,
-    Ray 2.60 no longer starts actors for that process on the cluster (one `opmatrix run` is one process)."""
+    """Without an address, a run never attaches to some other Ray on the machine: it starts and stops its own
+    (`opmatrix run` as its own process, as a user runs it, beside the test cluster)."""
+    import subprocess
+    import sys
+
     devices = '[[device]]\nid = "cpu"\nvendor = "cpu"\narch = "auto"\n'
     (root / "embedded.toml").write_text(matrix_text(root, devices, '["quick"]'))
-    run_dir = run_mod.run(root / "embedded.toml", reports_dir=root / "reports", run_id="embedded",
-                          scratch_root=root / "scratch")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-m", "opmatrix", "run", str(root / "embedded.toml"), "--run-id",
+                           "embedded", "--reports", str(root / "reports")], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_dir = root / "reports" / "embedded"
     manifest = (run_dir / "run.json").read_text()
     assert '"scheduler": "embedded local Ray: 1 node(s)' in manifest
     assert "ok" in (run_dir / "report.md").read_text()
-    assert not ray.is_initialized()
+
+
+def test_nothing_of_a_lost_node_outlives_it(cluster, root):
+    """The cells of the nodes killed above (nox, cell runners, workers) died with them: the product leaves
+    nothing running (each child process dies with its parent)."""
+    deadline = time.monotonic() + 15
+    while (left := _processes_mentioning(str(root))) and time.monotonic() < deadline:
+        time.sleep(0.2)  # PR_SET_PDEATHSIG is delivered asynchronously
+    assert left == []
+
+
+def _processes_mentioning(marker: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(f"{proc.name}: {cmdline[:200]}")
+    return found

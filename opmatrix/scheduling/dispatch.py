@@ -24,8 +24,8 @@ def compile_plan(plan: CellPlan) -> CellPlan | None:
     return plan.replace(mode=Mode.COMPILE)
 
 
-def no_host_reason(plan: CellPlan, where: str) -> str:
-    why = f"no host of this run offers device {plan.cell.device.id!r} ({plan.cell.device.describe()}); {where}"
+def no_host_reason(plan: CellPlan, where: str, who: str = "no host of this run") -> str:
+    why = f"{who} offers device {plan.cell.device.id!r} ({plan.cell.device.describe()}); {where}"
     if plan.settings.compile_only and plan.cell.toolchain.system and plan.cell.device.arch != "auto":
         why += ("; no compile-only build either: toolchain "
                 f"{plan.cell.toolchain.name!r} is a host image's own packages (system = true)")

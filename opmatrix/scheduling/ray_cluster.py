@@ -168,8 +168,7 @@ class RayScheduler:
                 self._submit(CellRun(compile_only, max(cpu_nodes, key=cpu_nodes.get)))
                 continue
             if device.id not in routes:
-                yield from no_host_rows(plan, no_host_reason(plan, "no node of the Ray cluster has it; "
-                                                             + self.describe()))
+                yield from no_host_rows(plan, no_host_reason(plan, self.describe(), "no node of the Ray cluster"))
                 progress.finished(plan.cell.id)
                 continue
             self._submit(CellRun(plan, routes[device.id]))
