@@ -106,7 +106,7 @@ def _cmd_report(args) -> int:
     if not (folder / RESULTS_JSONL).is_file():
         raise UsageError(f"{folder}: no {RESULTS_JSONL} in this folder, so there is nothing to report (a run folder "
                          f"is written by `opmatrix run`); runs under {reports}: {_known_runs(reports)}")
-    finish(ResultStore(folder), Console())
+    finish(ResultStore(folder), Console(), strict=args.strict)
     return 0
 
 
@@ -177,9 +177,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--deadline-s", type=float, help="start no job after this many seconds; the run stays "
                    "resumable (for time-boxed machines)")
     rep = _subcommand(sub, "report", "rebuild results.parquet and report.md of a run from its results.jsonl",
-                      "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder", _cmd_report)
+                      "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder --strict", _cmd_report)
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
     rep.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
+    rep.add_argument("--strict", action="store_true", help="refuse (exit 2) when results.jsonl has lines that are "
+                     "not valid rows, instead of reporting from the others and listing them")
     pl = _subcommand(sub, "plan", "show the cells and jobs a matrix file plans, without running anything",
                      "  opmatrix plan matrix/h200.toml\n  opmatrix plan ~/my-matrix.toml --json", _cmd_plan)
     pl.add_argument("matrix", nargs="?", default=default, help=matrix_help)

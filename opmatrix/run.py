@@ -20,7 +20,9 @@ from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
-from opmatrix.store import ResultStore, known_runs
+from opmatrix.store import SKIPPED, ResultStore, StoreError, known_runs
+
+SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
 
 
 class RunExists(Exception):
@@ -82,8 +84,9 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
         raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
                         f"{', '.join(known_runs(reports_dir)) or 'none'}")
     run_id = run_id or new_run_id(matrix.name)
-    planned_plans = plans = plan.cell_plans(matrix, run_id, Path(scratch_root))
     store = ResultStore(Path(reports_dir) / run_id)
+    store.check_writable()  # a read-only or full reports folder is refused before anything runs
+    planned_plans = plans = plan.cell_plans(matrix, run_id, Path(scratch_root))
     with store.lock():
         stored = store.results()
         if stored and not resume:
@@ -148,11 +151,19 @@ def _display_path(source: str) -> str:
     return str(path.relative_to(paths.ROOT)) if path.is_relative_to(paths.ROOT) else source
 
 
-def finish(store: ResultStore, console) -> Path:
+def finish(store: ResultStore, console, strict: bool = False) -> Path:
     """Consolidate the store, write report.md and show the same tables; the one ending of `run` and `report`.
+    Lines of results.jsonl that are not valid rows are skipped and listed (terminal and skipped.txt); strict:
+    refuse with StoreError instead, before writing anything.
     Paths and the matrix name are printed escaped: a folder named `[x]` is data, not rich markup."""
     from rich.markup import escape
 
+    skipped = store.load().skipped
+    if skipped and strict:
+        raise StoreError(f"{store.jsonl}: {len(skipped)} line(s) are not valid result rows, and --strict reports "
+                         "only from an undamaged store:\n" + "\n".join(f"  {s}" for s in skipped[:SKIPPED_SHOWN])
+                         + (f"\n  ... and {len(skipped) - SKIPPED_SHOWN} more" if len(skipped) > SKIPPED_SHOWN else ""))
+    _note_skipped(store, skipped, console)
     manifest = store.manifest()
     df = store.consolidate()
     path = report.write_markdown(df, manifest, store.run_dir / "report.md")
@@ -165,6 +176,24 @@ def finish(store: ResultStore, console) -> Path:
         console.print(f"[yellow]{left} of {manifest['planned_jobs']} planned jobs have no result yet (stopped at "
                       f"the deadline): continue with `{escape(resume)}`[/]", soft_wrap=True)
     return store.run_dir
+
+
+def _note_skipped(store: ResultStore, skipped: list[str], console) -> None:
+    """Say how many lines of results.jsonl the report leaves out and why, in the terminal and in skipped.txt beside
+    report.md (removed once the store reads clean, so it never outlives the damage it describes)."""
+    from rich.markup import escape
+
+    listing = store.run_dir / SKIPPED
+    if not skipped:
+        listing.unlink(missing_ok=True)
+        return
+    listing.write_text("".join(f"{line}\n" for line in skipped), encoding="utf-8")
+    console.print(f"[yellow]{len(skipped)} line(s) of {escape(str(store.jsonl))} skipped: not valid result rows "
+                  f"(all listed in {escape(str(listing))}); the report is built from the other rows[/]", soft_wrap=True)
+    for line in skipped[:SKIPPED_SHOWN]:
+        console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+    if len(skipped) > SKIPPED_SHOWN:
+        console.print(f"  ... and {len(skipped) - SKIPPED_SHOWN} more", highlight=False)
 
 
 def _now() -> str:
