@@ -75,9 +75,9 @@ def reference(inputs, w):
 
 TEMPLATE = '''{prelude}
 
+
 def build(w, dtype, device, variant):
-{setup}
-    def fn(x, out):
+{setup}    def fn(x, out):
 {call}
 
     return fn
@@ -87,9 +87,10 @@ def build(w, dtype, device, variant):
 def impl(call: str, prelude: str = "", setup: str = "") -> str:
     """kernels/<kernel>/<backend>.py: `build` runs `setup`, then returns fn(x, out) whose body is `call`.
     The only place an implementation's build is written (see the module docstring)."""
+    setup = textwrap.dedent(setup).strip()
     return TEMPLATE.format(prelude=textwrap.dedent(prelude).strip(),
-                           setup=textwrap.indent(textwrap.dedent(setup).strip() or "pass", " " * 4),
-                           call=textwrap.indent(textwrap.dedent(call).strip(), " " * 8))
+                           setup=textwrap.indent(setup, " " * 4) + "\n" if setup else "",
+                           call=textwrap.indent(textwrap.dedent(call).strip(), " " * 8)).lstrip()
 
 
 def adapter(timer: str | None, prelude: str = "") -> str:
