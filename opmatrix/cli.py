@@ -177,7 +177,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--deadline-s", type=float, help="start no job after this many seconds; the run stays "
                    "resumable (for time-boxed machines)")
     rep = _subcommand(sub, "report", "rebuild results.parquet and report.md of a run from its results.jsonl",
-                      "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder --strict", _cmd_report)
+                      "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder --strict",
+                      _cmd_report)
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
     rep.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
     rep.add_argument("--strict", action="store_true", help="refuse (exit 2) when results.jsonl has lines that are "

@@ -20,7 +20,7 @@ from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
-from opmatrix.store import SKIPPED, ResultStore, StoreError, known_runs
+from opmatrix.store import MANIFEST, RESULTS_JSONL, SKIPPED, ResultStore, StoreError, known_runs
 
 SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
 
@@ -80,7 +80,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     console = console or Console()
     matrix = load_matrix(matrix_path)
     plan.check_plugins(matrix)
-    if resume and run_id not in known_runs(reports_dir):
+    if resume and not _started(Path(reports_dir) / str(run_id)):
         raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
                         f"{', '.join(known_runs(reports_dir)) or 'none'}")
     run_id = run_id or new_run_id(matrix.name)
@@ -144,6 +144,11 @@ def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifes
                     progress.result(result)
         finally:
             session.cells_wall_s = round(time.perf_counter() - started, 3)  # scheduler start-up excluded
+
+
+def _started(folder: Path) -> bool:
+    """A run folder --resume can continue: it has rows, or a run.json (a run stopped before its first row)."""
+    return (folder / RESULTS_JSONL).is_file() or (folder / MANIFEST).is_file()
 
 
 def _display_path(source: str) -> str:
