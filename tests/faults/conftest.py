@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from opmatrix import paths
-from tests.faults.harness import unique_run_id
+from tests.faults.harness import EARLY, unique_run_id
 
 HERE = Path(__file__).resolve().parent
 
@@ -50,6 +50,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if Path(str(item.fspath)).resolve().is_relative_to(HERE):
             item.add_marker(pytest.mark.integration)
+    # A module with a long run starts it in the background when collection is over (start_early); its tests go
+    # last, so the other modules' tests run meanwhile. Only the order changes: alone, such a module just waits.
+    items.sort(key=lambda item: hasattr(item.module, "start_early"))
+
+
+def pytest_collection_finish(session):
+    for module in {item.module for item in session.items if hasattr(item.module, "start_early")}:
+        EARLY[module.__name__] = module.start_early()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for started in EARLY.values():
+        started.stop()
 
 
 # Faults covered by tests elsewhere in the suite: shown in the summary with their outcome when they ran too.

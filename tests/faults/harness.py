@@ -86,3 +86,28 @@ def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen | No
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
         time.sleep(0.02)
+
+
+class Background:
+    """An `opmatrix` command started now and collected later (its output in files: a pipe nobody reads could
+    block it). stop() ends it, through its own handle, if nobody collected it."""
+
+    def __init__(self, args: list, logs: Path) -> None:
+        self.args = args
+        self.out_path, self.err_path = logs.with_suffix(".out"), logs.with_suffix(".err")
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(opmatrix_cmd(*args), stdout=out, stderr=err, cwd=REPO, env=cli_env())
+
+    def result(self, timeout_s: float = 600) -> subprocess.CompletedProcess:
+        code = self.proc.wait(timeout=timeout_s)
+        return subprocess.CompletedProcess(self.args, code, self.out_path.read_text(), self.err_path.read_text())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# Runs that test modules start as soon as collection is over (module -> what its start_early() returned), so
+# that they proceed while other modules' tests run. See tests/faults/conftest.py.
+EARLY: dict = {}
