@@ -91,7 +91,8 @@ def _failed_exit(folder: Path, fail_on: frozenset[str]) -> int:
     """1 when any row of the run has a status in fail_on (CI gates on it), else 0."""
     from opmatrix.store import ResultStore
 
-    failed = [r for r in ResultStore(folder, create=False).results() if r.status in fail_on]
+    latest = {r.key(): r for r in ResultStore(folder, create=False).results()}  # a redone job's last row counts
+    failed = [r for r in latest.values() if r.status in fail_on]
     if failed:
         counts = {}
         for r in failed:
@@ -140,7 +141,7 @@ def _cmd_report(args) -> int:
     if not (folder / RESULTS_JSONL).is_file():
         raise UsageError(f"{folder}: no {RESULTS_JSONL} in this folder, so there is nothing to report (a run folder "
                          f"is written by `opmatrix run`); runs under {reports}: {_known_runs(reports)}")
-    finish(ResultStore(folder), Console())
+    finish(ResultStore(folder), Console(), strict=args.strict)
     return 0
 
 
@@ -221,9 +222,12 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
     d.add_argument("--json", action="store_true", help="machine-readable output")
     rep = _subcommand(sub, "report", "rebuild results.parquet and report.md of a run from its results.jsonl",
-                      "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder", _cmd_report)
+                      "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder --strict",
+                      _cmd_report)
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
     rep.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
+    rep.add_argument("--strict", action="store_true", help="refuse (exit 2) when results.jsonl has lines that are "
+                     "not valid rows, instead of reporting from the others and listing them")
     pl = _subcommand(sub, "plan", "show the cells and jobs a matrix file plans, without running anything",
                      "  opmatrix plan matrix/h200.toml\n  opmatrix plan ~/my-matrix.toml --json", _cmd_plan)
     pl.add_argument("matrix", nargs="?", default=default, help=matrix_help)

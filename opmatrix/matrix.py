@@ -137,7 +137,7 @@ class RunSettings(_Model):
                         "at least 10, so that a significance test can succeed at all")
     max_rounds: int = Field(30, ge=10, le=10000, description="extra rounds while a ratio's interval straddles "
                             "acceptance.min_speedup, up to this many in all")
-    round_extra_s: float = Field(60, ge=0, **SECONDS, description="time budget for those extra rounds, per "
+    round_extra_s: float = Field(60, ge=0, le=86400, allow_inf_nan=False, description="time budget for those extra rounds, per "
                                  "(kernel, workload, dtype)")
     burst_ms: float = Field(20, gt=0, **MILLIS, description="timing budget of one contestant's burst in a round")
     burst_warmup_ms: float = Field(5, ge=0, **MILLIS, description="warm-up before each burst")

@@ -22,7 +22,9 @@ from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
-from opmatrix.store import ResultStore, known_runs
+from opmatrix.store import MANIFEST, RESULTS_JSONL, SKIPPED, ResultStore, StoreError, known_runs
+
+SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
 
 
 VERDICTS_JSON = "verdicts.json"
@@ -83,12 +85,13 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     console = console or Console()
     matrix = load_matrix(matrix_path)
     plan.check_plugins(matrix)
-    if resume and run_id not in known_runs(reports_dir):
+    if resume and not _started(Path(reports_dir) / str(run_id)):
         raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
                         f"{', '.join(known_runs(reports_dir)) or 'none'}")
     run_id = run_id or new_run_id(matrix.name)
-    planned = plan.cell_plans(matrix, run_id, Path(scratch_root))
     store = ResultStore(Path(reports_dir) / run_id)
+    store.check_writable()  # a read-only or full reports folder is refused before anything runs
+    planned = plan.cell_plans(matrix, run_id, Path(scratch_root))
     with store.lock():
         stored = store.results()
         if stored and not resume:
@@ -160,16 +163,29 @@ def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifes
             session.cells_wall_s = round(time.perf_counter() - started, 3)  # scheduler start-up excluded
 
 
+def _started(folder: Path) -> bool:
+    """A run folder --resume can continue: it has rows, or a run.json (a run stopped before its first row)."""
+    return (folder / RESULTS_JSONL).is_file() or (folder / MANIFEST).is_file()
+
+
 def _display_path(source: str) -> str:
     path = Path(source)
     return str(path.relative_to(paths.ROOT)) if path.is_relative_to(paths.ROOT) else source
 
 
-def finish(store: ResultStore, console) -> Path:
+def finish(store: ResultStore, console, strict: bool = False) -> Path:
     """Consolidate the store, write report.md and show the same tables; the one ending of `run` and `report`.
+    Lines of results.jsonl that are not valid rows are skipped and listed (terminal and skipped.txt); strict:
+    refuse with StoreError instead, before writing anything.
     Paths and the matrix name are printed escaped: a folder named `[x]` is data, not rich markup."""
     from rich.markup import escape
 
+    skipped = store.load().skipped
+    if skipped and strict:
+        raise StoreError(f"{store.jsonl}: {len(skipped)} line(s) are not valid result rows, and --strict reports "
+                         "only from an undamaged store:\n" + "\n".join(f"  {s}" for s in skipped[:SKIPPED_SHOWN])
+                         + (f"\n  ... and {len(skipped) - SKIPPED_SHOWN} more" if len(skipped) > SKIPPED_SHOWN else ""))
+    _note_skipped(store, skipped, console)
     manifest = store.manifest()
     df = store.consolidate()
     verdicts = None
@@ -186,9 +202,34 @@ def finish(store: ResultStore, console) -> Path:
     left = manifest.get("planned_jobs", len(df)) - len(df)
     if left > 0:
         resume = f"opmatrix run {manifest.get('matrix', 'MATRIX')} --run-id {manifest['run_id']} --resume"
-        console.print(f"[yellow]{left} of {manifest['planned_jobs']} planned jobs have no result yet (stopped at "
-                      f"the deadline): continue with `{escape(resume)}`[/]", soft_wrap=True)
+        console.print(f"[yellow]{left} of {manifest['planned_jobs']} planned jobs have no result yet "
+                      f"({stopped_by(manifest)}): continue with `{escape(resume)}`[/]", soft_wrap=True)
     return store.run_dir
+
+
+def stopped_by(manifest: dict) -> str:
+    """Why a run has jobs without a result: the signal that interrupted its last session, else its deadline."""
+    sessions = manifest.get("sessions") or [{}]
+    signal_name = sessions[-1].get("interrupted")
+    return f"interrupted by {signal_name}" if signal_name else "stopped at the deadline"
+
+
+def _note_skipped(store: ResultStore, skipped: list[str], console) -> None:
+    """Say how many lines of results.jsonl the report leaves out and why, in the terminal and in skipped.txt beside
+    report.md (removed once the store reads clean, so it never outlives the damage it describes)."""
+    from rich.markup import escape
+
+    listing = store.run_dir / SKIPPED
+    if not skipped:
+        listing.unlink(missing_ok=True)
+        return
+    listing.write_text("".join(f"{line}\n" for line in skipped), encoding="utf-8")
+    console.print(f"[yellow]{len(skipped)} line(s) of {escape(str(store.jsonl))} skipped: not valid result rows "
+                  f"(all listed in {escape(str(listing))}); the report is built from the other rows[/]", soft_wrap=True)
+    for line in skipped[:SKIPPED_SHOWN]:
+        console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
+    if len(skipped) > SKIPPED_SHOWN:
+        console.print(f"  ... and {len(skipped) - SKIPPED_SHOWN} more", highlight=False)
 
 
 def _now() -> str:

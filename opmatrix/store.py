@@ -25,6 +25,8 @@ RESULTS_JSONL = "results.jsonl"
 RESULTS_PARQUET = "results.parquet"
 MANIFEST = "run.json"
 LOCK = ".lock"
+SKIPPED = "skipped.txt"  # the lines of results.jsonl that are not valid rows, as the last report found them
+WRITE_PROBE_BYTES = 64 * 1024  # room for a few rows: what check_writable proves the run folder still has
 
 
 class RunLocked(Exception):
@@ -45,8 +47,26 @@ class ResultStore:
     def __init__(self, run_dir: Path, create: bool = True) -> None:
         self.run_dir = Path(run_dir)
         if create:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a read-only place, a file in the way, no permission
+                raise StoreError(_cannot_write(self.run_dir, exc)) from None
         self.jsonl = self.run_dir / RESULTS_JSONL
+
+    def check_writable(self) -> None:
+        """Write, sync and remove a probe of WRITE_PROBE_BYTES in the run folder: a read-only or full folder is
+        refused before any work starts, instead of failing at the first result and losing it."""
+        probe = self.run_dir / f".write-probe-{os.getpid()}"
+        try:
+            with open(probe, "wb") as fh:
+                fh.write(bytes(WRITE_PROBE_BYTES))
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise StoreError(_cannot_write(self.run_dir, exc)) from None
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def lock(self):
@@ -70,9 +90,16 @@ class ResultStore:
             fh.close()
 
     def append(self, result: Result) -> None:
-        """Durable before it returns: a crash after this loses nothing already stored."""
-        with open(self.jsonl, "a", encoding="utf-8") as fh:
-            fh.write(result.to_json() + "\n")
+        """Durable before it returns: a crash after this loses nothing already stored. A line that an earlier crash
+        left unfinished is closed first, so it stays one skipped line instead of swallowing this row."""
+        data = (result.to_json() + "\n").encode()
+        with open(self.jsonl, "a+b") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            if end:
+                fh.seek(end - 1)
+                if fh.read(1) != b"\n":
+                    data = b"\n" + data
+            fh.write(data)  # appended at the end whatever the read position (O_APPEND)
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -174,6 +201,11 @@ def load_all(reports_dir: Path = paths.REPORTS):
 
 def _baseline(manifest: RunManifest | None) -> str:
     return (manifest.baseline if manifest else "") or DEFAULT_BASELINE
+
+
+def _cannot_write(folder: Path, exc: OSError) -> str:
+    return (f"cannot write the run folder {folder}: {exc.strerror or exc}; nothing was run. Free space there, make it "
+            "writable, or choose another --reports folder")
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

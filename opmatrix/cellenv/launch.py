@@ -71,5 +71,6 @@ def missing_results(plan: CellPlan, done: set[tuple], code: int, log_tail: str) 
         if plan.key(job) in done:
             continue
         result = plan.row(job, kind, f"{what} (nox exit code {code}); see {plan.scratch_dir}/nox.log")
+        result.phase = "environment" if kind == status.ENV_ERROR else ""  # where it failed, when it is known
         result.stderr_tail = log_tail[-4000:]
         yield result

@@ -11,6 +11,7 @@ COMPILE_ERROR = "compile_error"  # building the kernel raised
 RUNTIME_ERROR = "runtime_error"  # running the built kernel raised
 MISMATCH = "mismatch"  # ran, but the output differs from the reference beyond the tolerance (or NaN)
 TIMEOUT = "timeout"  # the worker process exceeded its time limit and was killed
+OOM = "oom"  # the device ran out of memory (building or running the kernel asked for more than it has)
 CRASHED = "crashed"  # the worker process died (signal, abort, exit without a result)
 NO_HOST = "no_host"  # no host of this run offers the cell's device
 ENV_ERROR = "env_error"  # the cell's environment could not be built or its runner failed to start
@@ -18,10 +19,10 @@ LOST = "lost"  # the host running the cell went away and no other host with the 
 COMPILES = "compiles"  # no host has the device: a binary for it was built elsewhere, never run
 LOWERS = "lowers"  # no host has the device: device source was generated for it, no binary (no toolchain here)
 
-ALL = (OK, UNSUPPORTED, NOT_INSTALLED, COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, CRASHED, NO_HOST,
+ALL = (OK, UNSUPPORTED, NOT_INSTALLED, COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, NO_HOST,
        ENV_ERROR, LOST, COMPILES, LOWERS)
 
 # Statuses that mean "this backend does not run here" (coverage), as opposed to "it runs but is broken".
 NOT_COVERED = (UNSUPPORTED, NOT_INSTALLED, NO_HOST)
 BUILD_ONLY = (COMPILES, LOWERS)  # "does it even build for that device?" answered without the device
-FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, CRASHED, ENV_ERROR, LOST)
+FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, ENV_ERROR, LOST)

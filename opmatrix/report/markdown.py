@@ -39,8 +39,11 @@ def header(df, manifest: dict) -> list[str]:
              f"({', '.join(f'{s} {n}' for s, n in df.status.value_counts().items())})"]
     left = manifest.get("planned_jobs", len(df)) - len(df)
     if left > 0:
-        lines += ["", f"**{left} of {manifest['planned_jobs']} planned jobs have no result yet** (the run stopped at "
-                      "its deadline; `opmatrix run ... --resume` continues it)"]
+        sessions = manifest.get("sessions") or [{}]
+        why = (f"the run was interrupted by {sessions[-1]['interrupted']}" if sessions[-1].get("interrupted")
+               else "the run stopped at its deadline")
+        lines += ["", f"**{left} of {manifest['planned_jobs']} planned jobs have no result yet** ({why}; "
+                      "`opmatrix run ... --resume` continues it)"]
     if len(manifest.get("sessions", [])) > 1:
         lines += ["", f"run in {len(manifest['sessions'])} sessions (--resume): " + "; ".join(
             f"{s['started_at']} {s['jobs']} jobs" for s in manifest["sessions"])]

@@ -1,0 +1,191 @@
+"""The misbehaving kernels and backends of the fault suite, written into a test's own folder.
+
+Every implementation file is rendered by `impl()` from a small body: the one place a fault's `build` is written,
+so a change of the plugin contract (build returning a `Built(fn, config, cache)` object) is one edit here.
+
+Two kernel specs:
+- TORCH_SPEC: CPU torch tensors, run in a `system = true` cell (the host's torch). Its tolerance is loose, like a
+  bf16 tolerance, so the norm-wise check alone cannot see an error confined to 1 % of the elements.
+- PLAIN_SPEC: a list-backed vector, standard library only, run in a bare cell environment (no packages): a worker
+  starts in a fraction of a second, which keeps the run-level faults (signals, locks, resume) fast. Each workload
+  sleeps a different time per call, so a row's timing says which job produced it.
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+TORCH_SPEC = '''
+WORKLOADS = {"small": {"n": 4096}}
+
+def describe(w): return f"n={w['n']}"
+def flops(w): return float(w["n"])
+def min_bytes(w, dtype): return 8.0 * w["n"]
+def tolerance(dtype): return 5e-3
+
+def make_inputs(w, dtype, device, seed):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(w["n"], generator=g, dtype=getattr(torch, dtype)),)
+
+def make_output(w, dtype, device):
+    import torch
+    return torch.empty(w["n"], dtype=getattr(torch, dtype))
+
+def reference(inputs, w):
+    return inputs[0].double() * 2
+'''
+
+PLAIN_SPEC = '''
+import math
+import random
+
+# n and the sleep per call differ per workload: a row's shape and timing name the job that made it
+WORKLOADS = {"w0": {"n": 16, "ms": 0.5}, "w1": {"n": 32, "ms": 2.0}, "w2": {"n": 64, "ms": 6.0}}
+
+def describe(w): return f"n={w['n']}"
+def flops(w): return float(w["n"])
+def min_bytes(w, dtype): return 8.0 * w["n"]
+def tolerance(dtype): return 1e-9
+
+
+class Vec(list):
+    """The few tensor methods the worker's correctness check uses, over a list of floats."""
+    def fill_(self, value):
+        self[:] = [value] * len(self)
+        return self
+    def double(self):
+        return Vec(float(v) for v in self)
+    def __sub__(self, other):
+        return Vec(a - b for a, b in zip(self, other))
+    def norm(self):
+        return math.sqrt(sum(v * v for v in self))
+
+
+def make_inputs(w, dtype, device, seed):
+    rng = random.Random(seed)
+    return (Vec(rng.uniform(-1, 1) for _ in range(w["n"])),)
+
+def make_output(w, dtype, device):
+    return Vec([0.0] * w["n"])
+
+def reference(inputs, w):
+    return Vec(2 * v for v in inputs[0])
+'''
+
+TEMPLATE = '''{prelude}
+
+
+def build(w, dtype, device, variant):
+{setup}    def fn(x, out):
+{call}
+
+    return fn
+'''
+
+
+def impl(call: str, prelude: str = "", setup: str = "") -> str:
+    """kernels/<kernel>/<backend>.py: `build` runs `setup`, then returns fn(x, out) whose body is `call`.
+    The only place an implementation's build is written (see the module docstring)."""
+    setup = textwrap.dedent(setup).strip()
+    return TEMPLATE.format(prelude=textwrap.dedent(prelude).strip(),
+                           setup=textwrap.indent(setup, " " * 4) + "\n" if setup else "",
+                           call=textwrap.indent(textwrap.dedent(call).strip(), " " * 8)).lstrip()
+
+
+def adapter(timer: str | None, prelude: str = "") -> str:
+    """backends/<backend>.py covering every device; `prelude` runs at import (a broken adapter puts it there)."""
+    return textwrap.dedent(prelude).strip() + f'''
+
+def available():
+    return "fault-suite"
+
+def covers(device):
+    return None
+
+def environment(device, cache_dir):
+    return {{}}
+
+def timer(device):
+    return {timer!r}
+'''
+
+
+# The CPU kernel faults: backend -> implementation. Each is a backend of its own, run in the same cell as the
+# healthy `torch` (the baseline) and `good`.
+HEALTHY = impl("out.copy_(x * 2)")
+TORCH_FAULTS = {
+    "segfault": impl("ctypes.string_at(0)", prelude="import ctypes"),
+    "nonfinite": impl("out.copy_(x * 2)\nout[7] = float('nan')\nout[9] = float('inf')"),  # NaN and Inf
+    "partial": impl("out[:-1].copy_(x[:-1] * 2)"),  # the last element is never written
+    "wrong": impl("out.copy_(x * 2 + 1)"),
+    # 1 % of the elements off by 1 %: the norm-wise error (1e-3) is under the tolerance (5e-3); only an
+    # element-wise check sees it
+    "localised": impl("out.copy_(x * 2)\nout[::100] *= 1.01"),
+    "broken": impl("return x", setup="raise RuntimeError(\"error: no viable overload for 'tl.dot' "
+                   "(compiler error injected by the fault suite)\")"),
+    "importerr": HEALTHY,  # its adapter raises ImportError at import
+}
+HANG = impl("time.sleep(3600)", prelude="import time")
+BROKEN_ADAPTER_IMPORT = "import opmatrix_fault_suite_missing_module  # raises ImportError at import"
+
+
+def plain_impl(crash_once: Path | None = None, gate: Path | None = None) -> str:
+    """The PLAIN_SPEC kernel: sleeps its workload's time per call. Building takes 0.15 s, so a group of jobs
+    lasts long enough to be interrupted. crash_once: the first worker ever to run workload w0 creates that file
+    and segfaults (a transient crash that --redo crashed runs again). gate: every build waits until that file
+    exists (bounded by the job's time limit), so a test decides when the run may go on."""
+    setup = "time.sleep(0.15)"
+    if gate is not None:
+        setup += f"\nwhile not pathlib.Path({str(gate)!r}).exists():\n    time.sleep(0.01)"
+    if crash_once is not None:
+        setup += (f"\nmarker = pathlib.Path({str(crash_once)!r})\nif w['n'] == 16 and not marker.exists():\n"
+                  "    marker.touch()\n    ctypes.string_at(0)")
+    return impl("time.sleep(w['ms'] / 1e3)\nout[:] = [2 * v for v in x]", prelude="import ctypes, pathlib, time",
+                setup=setup)
+
+
+def write_tree(root: Path, kernels: dict[str, tuple[str, dict[str, str]]], adapters: dict[str, str]) -> None:
+    """root/kernels/<kernel>/{spec.py, <backend>.py...} and root/backends/<backend>.py."""
+    for kernel, (spec, impls) in kernels.items():
+        folder = root / "kernels" / kernel
+        folder.mkdir(parents=True)
+        (folder / "spec.py").write_text(spec)
+        for backend, code in impls.items():
+            (folder / f"{backend}.py").write_text(code)
+    (root / "backends").mkdir(parents=True)
+    for backend, code in adapters.items():
+        (root / "backends" / f"{backend}.py").write_text(code)
+
+
+PLAIN_MATRIX = """
+name = "plain"
+backends = ["torch"]
+[run]
+timeout_s = 30
+warmup_ms = 0
+rep_ms = 5
+rounds = 10
+max_rounds = 10
+burst_ms = 2
+burst_warmup_ms = 0
+kernels_dir = "kernels"
+backends_dir = "backends"
+[[device]]
+id = "cpu"
+vendor = "cpu"
+arch = "auto"
+[[toolchain]]
+name = "bare"  # a fresh environment without packages: the kernel is standard library only
+[[kernel]]
+name = "plain"
+workloads = { cpu = ["w0", "w1", "w2"] }
+dtypes = { cpu = ["float32"] }
+"""
+
+
+def plain_matrix(root: Path, crash_once: Path | None = None, gate: Path | None = None) -> Path:
+    """root/m.toml: the PLAIN_SPEC kernel, one backend (the baseline), three workloads, in a bare cell."""
+    write_tree(root, {"plain": (PLAIN_SPEC, {"torch": plain_impl(crash_once, gate)})}, {"torch": adapter("wallclock")})
+    (root / "m.toml").write_text(textwrap.dedent(PLAIN_MATRIX))
+    return root / "m.toml"
