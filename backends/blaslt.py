@@ -1,7 +1,7 @@
 """The vendor's fused path: cuBLASLt (NVIDIA) / hipBLASLt (AMD) matmul with the activation applied in the GEMM
 epilogue, reached through torch (`torch._addmm_activation`). No compiler of ours involved: what the vendor library
 gives for free when the framework asks for the fused op."""
-from opmatrix.incell.plugins import Unavailable, require
+from opmatrix.kit import Unavailable, require
 
 
 def available() -> str:
@@ -19,11 +19,3 @@ def covers(device) -> str | None:
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} sees no GPU on this host"
     return None
-
-
-def environment(device, cache_dir) -> dict:
-    return {}
-
-
-def timer(device) -> str | None:
-    return "events"

@@ -4,132 +4,16 @@ An implementation here is a `.cu` file beside it (kernels/<op>/cutlass_*.cu) tha
 kernel (for Hopper: TMA loads, wgmma, warp-specialized, a fused epilogue) and exports plain `extern "C"`
 functions. Its `build()` compiles that file with nvcc into a shared library (the compile time the report shows)
 and calls it through ctypes on torch's tensors and current stream. No Python package is involved: the backend
-is nvcc plus CUTLASS's headers, taken from `CUTLASS_DIR` if set, else from the copy that ships inside the
-TileLang wheel (tilelang/3rdparty/cutlass, found without importing TileLang). NVIDIA only: AMD GPUs need their
-own implementation (composable_kernel / hipBLASLt).
-
-The toolchain helpers below (nvcc, headers, cached builds) are shared by every kernels/<op>/cutlass.py, which
-reach them with `opmatrix.incell.plugins.load_backend(opmatrix.paths.BACKENDS, "cutlass")`.
+is nvcc plus CUTLASS's headers (opmatrix.kit.cutlass finds both and keeps the built libraries). NVIDIA only:
+AMD GPUs need their own implementation (composable_kernel / hipBLASLt).
 """
-from __future__ import annotations
-
-import functools
-import hashlib
-import importlib.metadata
-import importlib.util
-import os
-import re
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
-from opmatrix.incell.plugins import Unavailable
+from opmatrix.kit import cutlass
 
-CACHE_ENV = "OPMATRIX_CUTLASS_CACHE"
-
-
-# --- toolchain --------------------------------------------------------------------------------------------------
-
-def find_nvcc() -> str | None:
-    for candidate in (os.environ.get("CUDACXX"), shutil.which("nvcc"),
-                      os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
-                      "/usr/local/bin/nvcc"):
-        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def nvcc_version(nvcc: str) -> str:
-    """'13.0' from nvcc's 'Cuda compilation tools, release 13.0, V13.0.88'."""
-    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
-    match = re.search(r"release (\d+\.\d+)", out)
-    return match.group(1) if match else out.strip().splitlines()[-1]
-
-
-def find_cutlass() -> tuple[Path, str] | None:
-    """(CUTLASS root holding include/cutlass/version.h, where it came from), or None."""
-    roots = []
-    if os.environ.get("CUTLASS_DIR"):
-        root = Path(os.environ["CUTLASS_DIR"])
-        roots.append((root.parent if root.name == "include" else root, "CUTLASS_DIR"))
-    spec = importlib.util.find_spec("tilelang")  # locates the package without importing it (slow)
-    if spec is not None and spec.submodule_search_locations:
-        try:
-            where = f"tilelang {importlib.metadata.version('tilelang')} headers"
-        except importlib.metadata.PackageNotFoundError:
-            where = "tilelang headers"
-        roots += [(Path(loc) / "3rdparty" / "cutlass", where) for loc in spec.submodule_search_locations]
-    for root, where in roots:
-        if (root / "include" / "cutlass" / "version.h").is_file():
-            return root, where
-    return None
-
-
-def cutlass_version(root: Path) -> str:
-    text = (root / "include" / "cutlass" / "version.h").read_text()
-    parts = [re.search(rf"#define CUTLASS_{name}\s+(\d+)", text) for name in ("MAJOR", "MINOR", "PATCH")]
-    return ".".join(p.group(1) for p in parts) if all(parts) else "unknown"
-
-
-def include_flags(root: Path) -> list[str]:
-    dirs = [root / "include", root / "tools" / "util" / "include"]  # the second holds cutlass/util/*.hpp
-    return [f"-I{d}" for d in dirs if d.is_dir()]
-
-
-def toolchain() -> tuple[str, Path, str]:
-    """(nvcc, CUTLASS root, where the headers came from), or Unavailable saying what is missing."""
-    nvcc = find_nvcc()
-    if nvcc is None:
-        raise Unavailable("nvcc not found (PATH, $CUDACXX, $CUDA_HOME/bin, /usr/local/bin): CUTLASS kernels are "
-                          "compiled from CUDA C++")
-    found = find_cutlass()
-    if found is None:
-        raise Unavailable("CUTLASS headers not found: set CUTLASS_DIR to a CUTLASS checkout, or install the "
-                          "tilelang wheel (it ships them in tilelang/3rdparty/cutlass)")
-    return nvcc, found[0], found[1]
-
-
-def library_cache() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "opmatrix" / "cutlass")
-
-
-def build_shared_library(source: Path, flags: list[str]) -> tuple[Path, bool]:
-    """nvcc `source` into a shared library in the cache folder, named by a hash of (source text, nvcc version,
-    CUTLASS version, flags) so an identical build is reused. Written to a temporary file, then renamed into
-    place (atomic: a concurrent job sees the whole library or none). nvcc failing raises RuntimeError.
-    Returns (library, built): built is False when an identical build was found in the cache."""
-    nvcc, root, _ = toolchain()
-    command_flags = flags + include_flags(root)
-    key = "\0".join([source.read_text(), nvcc_version(nvcc), cutlass_version(root), *command_flags])
-    target = library_cache() / f"{source.stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so"
-    if target.is_file():
-        return target, False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        proc = subprocess.run([nvcc, *command_flags, "-o", tmp, str(source)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout)[-3000:]
-            raise RuntimeError(f"nvcc failed (exit {proc.returncode}) on {source.name}:\n{tail}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target, True
-
-
-# --- backend contract -------------------------------------------------------------------------------------------
 
 def available() -> str:
-    nvcc, root, where = toolchain()
-    try:
-        version = nvcc_version(nvcc)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise Unavailable(f"{nvcc} --version failed: {exc}") from None
-    return f"CUTLASS {cutlass_version(root)} ({where}), nvcc {version}"
+    return cutlass.describe()
 
 
 def covers(device) -> str | None:
@@ -149,8 +33,4 @@ def environment(device, cache_dir) -> dict:
     # One library cache per cell (cache_dir is <cell scratch>/<job>/cache): a CUTLASS translation unit takes
     # nvcc 25-35 s and the library serves every shape, so the cell's first job builds it cold and later jobs
     # load it and say so (compile_cache "warm").
-    return {CACHE_ENV: str(Path(cache_dir).parent.parent / "cutlass-cache")}
-
-
-def timer(device) -> str | None:
-    return "events"
+    return {cutlass.CACHE_ENV: str(Path(cache_dir).parent.parent / "cutlass-cache")}

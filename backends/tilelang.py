@@ -1,5 +1,5 @@
 """TileLang: tile-level kernels compiled through TVM to CUDA (NVIDIA), HIP (AMD) or C (CPU)."""
-from opmatrix.incell.plugins import require
+from opmatrix.kit import require
 
 
 def available() -> str:
@@ -20,7 +20,3 @@ def covers(device) -> str | None:
 def environment(device, cache_dir) -> dict:
     # TileLang keeps compiled kernels in ~/.tilelang/cache; a job's own empty folder makes compile time cold.
     return {"TILELANG_CACHE_DIR": str(cache_dir / "tilelang"), "TVM_FFI_CACHE_DIR": str(cache_dir / "tvm_ffi")}
-
-
-def timer(device) -> str | None:
-    return "events" if device.is_gpu else "wallclock"

@@ -1,6 +1,5 @@
 """PyTorch eager: the framework baseline every other backend is compared against."""
-from opmatrix.incell.plugins import require
-
+from opmatrix.kit import require
 
 
 def available() -> str:
@@ -20,11 +19,3 @@ def covers(device) -> str | None:
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} sees no {wanted} device on this host"
     return None
-
-
-def environment(device, cache_dir) -> dict:
-    return {}
-
-
-def timer(device) -> str | None:
-    return "events" if device.is_gpu else "wallclock"

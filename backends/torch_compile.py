@@ -2,7 +2,7 @@
 import importlib.util
 import shutil
 
-from opmatrix.incell.plugins import Unavailable, require
+from opmatrix.kit import Unavailable, require
 
 COMPILES_ON_FIRST_CALL = True  # dynamo traces and inductor compiles at the first call
 
@@ -29,7 +29,3 @@ def covers(device) -> str | None:
 def environment(device, cache_dir) -> dict:
     # Cold compile time: an empty cache folder of the job's own for inductor and the Triton it drives.
     return {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), "TRITON_CACHE_DIR": str(cache_dir / "triton")}
-
-
-def timer(device) -> str | None:
-    return "events" if device.is_gpu else "wallclock"

@@ -1,6 +1,6 @@
 """Triton: block-level kernels JIT-compiled for NVIDIA and AMD GPUs. On CPU only its interpreter runs them
 (TRITON_INTERPRET=1, numpy underneath): correct results, no meaningful speed, so CPU rows are correctness-only."""
-from opmatrix.incell.plugins import require
+from opmatrix.kit import require
 
 COMPILES_ON_FIRST_CALL = True
 
@@ -27,5 +27,5 @@ def environment(device, cache_dir) -> dict:
     return env
 
 
-def timer(device) -> str | None:
-    return "events" if device.is_gpu else None  # the interpreter's speed says nothing about the kernel
+def timed(device) -> bool:
+    return device.is_gpu  # the interpreter's speed says nothing about the kernel

@@ -21,7 +21,7 @@ IMPLS = {
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("iso")
-    write_plugins(root, "probe", IMPLS, probe_adapter("wallclock"))
+    write_plugins(root, "probe", IMPLS, probe_adapter())
     probe_matrix(root, "iso", list(IMPLS), ["small"], timeout_s=20, rep_ms=20)
     matrix = load_matrix(root / "m.toml")
     (plan,) = plan_mod.cell_plans(matrix, "iso-run", root / "scratch")
@@ -55,6 +55,7 @@ def test_unwritten_element_is_caught_by_the_poisoned_output(results):
     r = results["partial"]
     assert r.status == "mismatch" and r.rel_err is None  # NaN left in the output
     assert "NaN" in r.error
+    assert r.bad_elements == 1 and r.worst_index == "(4095,)"  # the element-wise check says which one
 
 
 def test_build_exception_is_a_compile_error(results):

@@ -1,15 +1,20 @@
-"""Measurement helpers: the timing loop's contract, roofline placement and the clock-drop rule."""
+"""Measurement helpers: the timing loop's contract, roofline placement, the clock-drop rule and telemetry around a
+timing."""
+import sys
 import time
 
-from opmatrix.incell import measure, telemetry
+import pytest
+
+from opmatrix.core.jobs import DeviceInfo
 from opmatrix.core.metrics import roofline_pct
+from opmatrix.incell import measure, telemetry
 
 
 def test_wallclock_timing_returns_every_sample_within_budget():
     timing = measure.time_callable(lambda: time.sleep(0.002), "cpu", warmup_ms=5, rep_ms=40)
     assert measure.MIN_REPS <= len(timing.samples_ms) < 40
     assert all(s >= 2.0 for s in timing.samples_ms)
-    assert timing.quantile(0.1) <= timing.median_ms <= timing.quantile(0.9)
+    assert timing.p10_ms <= timing.median_ms <= timing.p90_ms
     assert timing.timer.startswith("wallclock")
 
 
@@ -31,3 +36,57 @@ def test_clock_drop_flag():
     assert telemetry.summarize(start, dropped)["clock_dropped"] is True
     summary = telemetry.summarize(start, capped)
     assert summary["clock_dropped"] is True and summary["clock_events"] == "SwPowerCap"
+
+
+def test_deciles_come_from_statistics_quantiles():
+    timing = measure.Timing([0.0, 10.0], "test")  # interpolated between samples, not the nearest sample
+    assert (timing.p10_ms, timing.median_ms, timing.p90_ms) == (1.0, 5.0, 9.0)
+    assert measure.Timing([2.0], "test").p90_ms == 2.0
+
+
+def test_a_gpu_without_triton_cannot_time_and_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "triton", None)  # as in a cell whose environment lacks triton
+    monkeypatch.setitem(sys.modules, "triton.testing", None)
+    with pytest.raises(measure.TimerMissing, match=r"needs triton.testing.do_bench .* add triton to this toolchain"):
+        measure.time_callable(lambda: None, "cuda", warmup_ms=1, rep_ms=1)
+    assert not hasattr(measure, "_cuda_events")  # no second GPU timer of our own
+
+
+class FakeGpu:
+    """A sampler in place of NVML (no GPU here): the SM clock drops from 1980 to 1500 MHz during the block."""
+
+    def __init__(self, fail: bool = False):
+        self.samples = iter([{"sm_mhz": 1980, "power_w": 300.0, "temp_c": 40, "reasons": []},
+                             {"sm_mhz": 1500, "power_w": 700.0, "temp_c": 80, "reasons": ["HwThermalSlowdown"]}])
+        self.fail, self.closed = fail, False
+
+    def sample(self):
+        if self.fail:
+            raise RuntimeError("NVML query refused")
+        return next(self.samples)
+
+    def close(self):
+        self.closed = True
+
+
+def test_telemetry_watch_yields_the_summary_fields_after_the_block():
+    gpu = FakeGpu()
+    with telemetry.watch("gpu", open_gpu=lambda device: gpu) as summary:
+        assert summary == {}  # filled only once the block is done
+    assert summary["clock_dropped"] is True and summary["sm_mhz_start"] == 1980 and summary["sm_mhz_end"] == 1500
+    assert summary["clock_events"] == "HwThermalSlowdown" and gpu.closed
+
+
+def test_telemetry_watch_never_fails_a_measurement():
+    cpu = DeviceInfo("cpu", "cpu", "x86_64")
+    with telemetry.watch(cpu) as summary:
+        pass
+    assert summary == {}  # no NVML: nothing claimed
+    broken = FakeGpu(fail=True)
+    with telemetry.watch("gpu", open_gpu=lambda device: broken) as summary:
+        pass
+    assert summary == {} and broken.closed
+    gpu = FakeGpu()
+    with pytest.raises(ValueError), telemetry.watch("gpu", open_gpu=lambda device: gpu):
+        raise ValueError("the timing failed")
+    assert gpu.closed  # closed even when the block raises

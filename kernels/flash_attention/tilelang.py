@@ -3,23 +3,23 @@ here): a program per (query block, head, batch); K and V stream through shared m
 S = Q K^T and O += P V on the tensor cores (T.gemm); running max and sum in fp32 registers. Causal programs stop
 at their diagonal; columns past the sequence end are masked. GPU only (no CPU lowering).
 
-Variants: `fixed` (CONFIG) and `tuned` (block sizes, stages and threads chosen per workload by TileLang's
+Variants: `fixed` (_CONFIG) and `tuned` (block sizes, stages and threads chosen per workload by TileLang's
 autotuner on the device; opmatrix.kit.tune tunes twice and records whether the choice held)."""
-from opmatrix.kit import aot, tune
-from opmatrix.incell.plugins import Unsupported
+from opmatrix.kit import Built, Unsupported, aot, load_spec, tune
 
+spec = load_spec(__file__)
 VARIANTS = ("fixed", "tuned")
-CONFIG = {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 256}
-TUNE_SPACE = [dict(block_M=bm, block_N=bn, num_stages=st, threads=128 if bm == 64 else 256)
+_CONFIG = {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 256}
+_TUNE_SPACE = [dict(block_M=bm, block_N=bn, num_stages=st, threads=128 if bm == 64 else 256)
               for bm in (64, 128) for bn in (64, 128) for st in (1, 2)]
-LOG2E = 1.4426950408889634
+_LOG2E = 1.4426950408889634
 
 
 def _kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_stages, threads):
     import tilelang.language as T
 
     shape = (batch, heads, seq, dim)
-    scale = dim ** -0.5 * LOG2E  # softmax through exp2
+    scale = spec.softmax_scale(dim) * _LOG2E  # softmax through exp2
     neg_inf = -T.infinity("float32")
 
     @T.prim_func
@@ -77,7 +77,7 @@ def _kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_stages,
 
 def _func(workload, dtype):
     return _kernel(workload["batch"], workload["heads"], workload["seq"], workload["head_dim"], workload["causal"],
-                   dtype, **CONFIG)
+                   dtype, **_CONFIG)
 
 
 def _tuning_program(batch, heads, seq, dim, causal, dtype):
@@ -98,20 +98,19 @@ def build(workload, dtype, device, variant):
     if variant == "tuned":
         program = _tuning_program(workload["batch"], workload["heads"], workload["seq"], workload["head_dim"],
                                   workload["causal"], dtype)
-        kernel, record = tune.tilelang_autotune(program, TUNE_SPACE, target)
+        kernel, record = tune.tilelang_autotune(program, _TUNE_SPACE, target)
         config = dict(record, target=target)
     else:
         kernel = tilelang.compile(_func(workload, dtype), target=target)
-        config = dict(CONFIG, target=target)
+        config = dict(_CONFIG, target=target)
 
     def attention(q, k, v, out):
         kernel(q, k, v, out)
 
-    attention.config = config
-    return attention
+    return Built(attention, config)
 
 
 def compile_for(workload, dtype, device, variant):
     if dtype == "float32":
         raise Unsupported("the tensor-core kernel takes fp16/bf16 inputs")
-    return aot.tilelang_compile_for(_func(workload, dtype), device, CONFIG)
+    return aot.tilelang_compile_for(_func(workload, dtype), device, _CONFIG)

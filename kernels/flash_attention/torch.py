@@ -4,25 +4,26 @@ A backend that cannot run this device/dtype/shape is `unsupported` with torch's 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from opmatrix.incell.plugins import Unsupported
+from opmatrix.kit import Built, Unsupported, load_spec
 
+spec = load_spec(__file__)
 VARIANTS = ("math", "flash", "cudnn", "efficient")
 RETURNS_OUTPUT = True  # SDPA allocates its output; a copy into `out` would be work the framework never does
-BACKENDS = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-            "efficient": SDPBackend.EFFICIENT_ATTENTION}
+_SDPA_BACKENDS = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                  "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
 
 def build(workload, dtype, device, variant):
-    backend, causal = BACKENDS[variant], workload["causal"]
+    backend, causal = _SDPA_BACKENDS[variant], workload["causal"]
+    scale = spec.softmax_scale(workload["head_dim"])
 
     def attention(q, k, v, out):
         with sdpa_kernel([backend]):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
     probe = torch.zeros(1, 1, 16, workload["head_dim"], device=device.torch, dtype=getattr(torch, dtype))
     try:  # a tiny call: does this backend take this device, dtype and head_dim at all?
         attention(probe, probe, probe, None)
     except RuntimeError as exc:
         raise Unsupported(f"SDPA backend {variant!r}: {str(exc).splitlines()[0][:200]}") from None
-    attention.config = {"sdpa_backend": variant}
-    return attention
+    return Built(attention, {"sdpa_backend": variant})

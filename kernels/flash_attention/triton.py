@@ -6,6 +6,10 @@ import torch
 import triton
 import triton.language as tl
 
+from opmatrix.kit import Built, load_spec
+
+spec = load_spec(__file__)
+
 
 @triton.jit
 def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq, scale, stride_h, stride_s, BLOCK_M: tl.constexpr,
@@ -42,28 +46,27 @@ def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq, scale, stride_h, stride_s
              mask=offs_m[:, None] < seq)
 
 
-GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
-INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32}
+_GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
+_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32}
 
 
 def build(workload, dtype, device, variant):
-    cfg = dict(GPU_CONFIG if device.is_gpu else INTERPRETER_CONFIG)
-    seq, head_dim = workload["seq"], workload["head_dim"]
+    cfg = dict(_GPU_CONFIG if device.is_gpu else _INTERPRETER_CONFIG)
+    seq, head_dim, scale = workload["seq"], workload["head_dim"], spec.softmax_scale(workload["head_dim"])
     grid = (triton.cdiv(seq, cfg["BLOCK_M"]), workload["batch"] * workload["heads"])
 
     def attention(q, k, v, out):
-        _attention_kernel[grid](q, k, v, out, seq, head_dim ** -0.5, q.stride(1), q.stride(2), HEAD_DIM=head_dim,
+        _attention_kernel[grid](q, k, v, out, seq, scale, q.stride(1), q.stride(2), HEAD_DIM=head_dim,
                                 CAUSAL=workload["causal"], **cfg)
 
-    attention.config = dict(cfg)
-    return attention
+    return Built(attention, cfg)
 
 
 def compile_for(workload, dtype, device, variant):
     """No host has the device: compile ahead of time for it (CUDA cubin or AMD hsaco)."""
     from opmatrix.kit import aot
 
-    options = {"num_warps": GPU_CONFIG["num_warps"], "num_stages": GPU_CONFIG["num_stages"]}
-    constexprs = {"BLOCK_M": GPU_CONFIG["BLOCK_M"], "BLOCK_N": GPU_CONFIG["BLOCK_N"],
+    options = {"num_warps": _GPU_CONFIG["num_warps"], "num_stages": _GPU_CONFIG["num_stages"]}
+    constexprs = {"BLOCK_M": _GPU_CONFIG["BLOCK_M"], "BLOCK_N": _GPU_CONFIG["BLOCK_N"],
                   "HEAD_DIM": workload["head_dim"], "CAUSAL": workload["causal"]}
     return aot.triton_compile_for(_attention_kernel, dtype, constexprs, options, device)

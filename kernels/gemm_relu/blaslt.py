@@ -1,6 +1,8 @@
 """relu(A @ B + 0) as one vendor-library call: the GEMM's epilogue applies bias and relu before the store."""
 import torch
 
+from opmatrix.kit import Built
+
 
 def build(workload, dtype, device, variant):
     bias = torch.zeros(workload["N"], device=device.torch, dtype=getattr(torch, dtype))
@@ -8,5 +10,4 @@ def build(workload, dtype, device, variant):
     def gemm_relu(a, b, out):
         torch._addmm_activation(bias, a, b, use_gelu=False, out=out)
 
-    gemm_relu.config = {"op": "torch._addmm_activation", "bias": "zeros(N)"}
-    return gemm_relu
+    return Built(gemm_relu, {"op": "torch._addmm_activation", "bias": "zeros(N)"})

@@ -13,28 +13,21 @@ because TMA needs every row stride 16-byte aligned (A's is K, B's and C's is N).
 import ctypes
 from pathlib import Path
 
-from opmatrix import paths
-from opmatrix.incell import plugins
-from opmatrix.incell.plugins import Unsupported
+from opmatrix.kit import Built, Compiled, Unsupported, cutlass
 
-SOURCE = Path(__file__).with_name("cutlass_gemm_relu.cu")
-FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-shared",
-         "-Xcompiler", "-fPIC", "-Xcompiler", "-Wno-deprecated-declarations", "-DNDEBUG",
-         "-DCUTLASS_ENABLE_TENSOR_CORE_MMA=1"]
+_SOURCE = Path(__file__).with_name("cutlass_gemm_relu.cu")
+_FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-shared",
+          "-Xcompiler", "-fPIC", "-Xcompiler", "-Wno-deprecated-declarations", "-DNDEBUG",
+          "-DCUTLASS_ENABLE_TENSOR_CORE_MMA=1"]
 # nvcc 13's -arch=sm_90a shorthand also runs a generic compute_90 pass (embedded PTX) in which wgmma does not
 # exist and the kernel body would compile to nothing; the -gencode form builds the sm_90a machine code alone.
-ALIGNMENT = 8  # elements: 16 bytes of fp16 / bf16
-ENTRY = {"float16": "f16", "bfloat16": "bf16"}
-CONFIG = {"tile_mnk": "128x256x64", "cluster_mnk": "2x1x1", "mainloop": "KernelTmaWarpSpecializedCooperative",
-          "epilogue": "TmaWarpSpecializedCooperative, LinCombEltAct<ReLu>, no C", "accumulate": "float32",
-          "alignment": ALIGNMENT, "arch": "sm_90a"}
+_ALIGNMENT = 8  # elements: 16 bytes of fp16 / bf16
+_ENTRY = {"float16": "f16", "bfloat16": "bf16"}
+_CONFIG = {"tile_mnk": "128x256x64", "cluster_mnk": "2x1x1", "mainloop": "KernelTmaWarpSpecializedCooperative",
+           "epilogue": "TmaWarpSpecializedCooperative, LinCombEltAct<ReLu>, no C", "accumulate": "float32",
+           "alignment": _ALIGNMENT, "arch": "sm_90a"}
 
 _libraries: dict[str, ctypes.CDLL] = {}
-
-
-def _toolchain():
-    """backends/cutlass.py: nvcc, the CUTLASS headers and the cached build."""
-    return plugins.load_backend(paths.BACKENDS, "cutlass")
 
 
 def _check(workload, dtype, device) -> None:
@@ -46,20 +39,20 @@ def _check(workload, dtype, device) -> None:
     if device.arch != "sm_90":
         raise Unsupported(f"this kernel is written for Hopper (sm_90a: TMA, wgmma, clusters); {device.arch} needs "
                           "its own CUTLASS kernel")
-    if dtype not in ENTRY:
+    if dtype not in _ENTRY:
         raise Unsupported(f"instantiated for fp16 and bf16 (wgmma with fp32 accumulation), not {dtype}")
     strides = [("A's row stride K", workload["K"]), ("B's and C's row stride N", workload["N"])]
-    bad = [f"{what}={n} elements ({2 * n} bytes)" for what, n in strides if n % ALIGNMENT]
+    bad = [f"{what}={n} elements ({2 * n} bytes)" for what, n in strides if n % _ALIGNMENT]
     if bad:
         raise Unsupported(f"TMA needs 16-byte aligned strides: {' and '.join(bad)} is not a multiple of "
-                          f"{ALIGNMENT} elements (16 bytes)")
+                          f"{_ALIGNMENT} elements (16 bytes)")
 
 
 def _library() -> tuple[ctypes.CDLL, Path, bool]:
-    path, built = _toolchain().build_shared_library(SOURCE, FLAGS)
+    path, built = cutlass.build_shared_library(_SOURCE, _FLAGS)
     if str(path) not in _libraries:
         lib = ctypes.CDLL(str(path))
-        for suffix in ENTRY.values():
+        for suffix in _ENTRY.values():
             entry = getattr(lib, f"opmatrix_gemm_relu_{suffix}")
             entry.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
@@ -71,7 +64,7 @@ def _library() -> tuple[ctypes.CDLL, Path, bool]:
 
 
 def _config(lib, path: Path, dtype: str) -> dict:
-    return dict(CONFIG, stages=int(getattr(lib, f"opmatrix_cutlass_stages_{ENTRY[dtype]}")()),
+    return dict(_CONFIG, stages=int(getattr(lib, f"opmatrix_cutlass_stages_{_ENTRY[dtype]}")()),
                 kernel=lib.opmatrix_cutlass_config().decode(), library=path.name)
 
 
@@ -80,7 +73,7 @@ def build(workload, dtype, device, variant):
 
     _check(workload, dtype, device)
     lib, path, built = _library()
-    entry = getattr(lib, f"opmatrix_gemm_relu_{ENTRY[dtype]}")
+    entry = getattr(lib, f"opmatrix_gemm_relu_{_ENTRY[dtype]}")
     M, N, K = workload["M"], workload["N"], workload["K"]
     torch_dtype = getattr(torch, dtype)
     err = ctypes.create_string_buffer(1024)
@@ -95,16 +88,14 @@ def build(workload, dtype, device, variant):
         if rc != 0:
             raise RuntimeError(f"CUTLASS gemm_relu returned {rc}: {err.value.decode(errors='replace')}")
 
-    gemm_relu.config = _config(lib, path, dtype)
-    gemm_relu.compile_cache = "cold" if built else "warm (library built by an earlier job of this cell)"
-    return gemm_relu
+    cache = "cold" if built else "warm (library built by an earlier job of this cell)"
+    return Built(gemm_relu, _config(lib, path, dtype), cache)
 
 
 def compile_for(workload, dtype, device, variant):
     """No host has the device: the same nvcc build, never run."""
     _check(workload, dtype, device)
     lib, path, _ = _library()
-    root = _toolchain().toolchain()[1]
-    return {"status": "compiles", "config": _config(lib, path, dtype),
-            "what": f"sm_90a shared library ({path.stat().st_size} bytes, "
-                    f"CUTLASS {_toolchain().cutlass_version(root)})"}
+    root = cutlass.toolchain()[1]
+    return Compiled("compiles", f"sm_90a shared library ({path.stat().st_size} bytes, "
+                                f"CUTLASS {cutlass.cutlass_version(root)})", _config(lib, path, dtype))

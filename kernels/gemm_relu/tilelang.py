@@ -7,18 +7,17 @@
 - `cpu` (TileLang's "c" target, cython execution): the GPU version has no CPU lowering (shared memory, thread
   fragments, T.gemm), so the CPU needs its own kernel: local buffers and T.grid loops, fp32 only.
 """
-from opmatrix.kit import aot, tune
-from opmatrix.incell.plugins import Unsupported
+from opmatrix.kit import Built, Unsupported, aot, tune
 
 VARIANTS = ("tile", "tuned", "cpu")
 
-TILE_CONFIG = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": 10}
+_TILE_CONFIG = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": 10}
 # (block_M, block_N, block_K, stages, threads), each with and without threadblock rasterisation
-TUNE_SPACE = [dict(block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th, swizzle=sw)
+_TUNE_SPACE = [dict(block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th, swizzle=sw)
               for bm, bn, bk, st, th in ((128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (128, 128, 64, 3, 256),
                                          (128, 128, 64, 4, 128), (256, 128, 64, 3, 256), (128, 256, 32, 4, 256))
               for sw in (10, 0)]
-CPU_CONFIG = {"block_M": 32, "block_N": 32, "block_K": 32}
+_CPU_CONFIG = {"block_M": 32, "block_N": 32, "block_K": 32}
 
 
 def _tile_kernel(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle):
@@ -85,26 +84,25 @@ def build(workload, dtype, device, variant):
             raise Unsupported("the 'cpu' variant targets TileLang's C backend; GPUs use variant 'tile'")
         if dtype != "float32":
             raise Unsupported(f"the CPU C-target kernel is fp32 only, not {dtype}")
-        kernel = tilelang.compile(_cpu_kernel(M, N, K, dtype, **CPU_CONFIG), target="c",
+        kernel = tilelang.compile(_cpu_kernel(M, N, K, dtype, **_CPU_CONFIG), target="c",
                                   execution_backend="cython")
-        config = CPU_CONFIG
+        config = _CPU_CONFIG
     else:
         if not device.is_gpu:
             raise Unsupported(f"the '{variant}' kernel (shared memory, thread fragments, T.gemm) has no CPU lowering; "
                               "the CPU needs the separate 'cpu' implementation")
         target = aot.tilelang_target(device)
         if variant == "tuned":
-            kernel, record = tune.tilelang_autotune(_tuning_program(M, N, K, dtype), TUNE_SPACE, target)
+            kernel, record = tune.tilelang_autotune(_tuning_program(M, N, K, dtype), _TUNE_SPACE, target)
             config = dict(record, target=target)
         else:
-            kernel = tilelang.compile(_tile_kernel(M, N, K, dtype, **TILE_CONFIG), target=target)
-            config = dict(TILE_CONFIG, target=target)
+            kernel = tilelang.compile(_tile_kernel(M, N, K, dtype, **_TILE_CONFIG), target=target)
+            config = dict(_TILE_CONFIG, target=target)
 
     def gemm_relu(a, b, out):
         kernel(a, b, out)
 
-    gemm_relu.config = config
-    return gemm_relu
+    return Built(gemm_relu, config)
 
 
 def compile_for(workload, dtype, device, variant):
@@ -112,5 +110,5 @@ def compile_for(workload, dtype, device, variant):
     if variant == "cpu" or not device.is_gpu:
         raise Unsupported("the 'cpu' variant is the CPU's implementation; compile-only builds are for GPUs")
     # 'tuned' is the same kernel source; with no device to time candidates on, its fixed configuration is built
-    func = _tile_kernel(workload["M"], workload["N"], workload["K"], dtype, **TILE_CONFIG)
-    return aot.tilelang_compile_for(func, device, TILE_CONFIG)
+    func = _tile_kernel(workload["M"], workload["N"], workload["K"], dtype, **_TILE_CONFIG)
+    return aot.tilelang_compile_for(func, device, _TILE_CONFIG)

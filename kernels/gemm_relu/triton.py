@@ -6,6 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
+from opmatrix.kit import Built
+
 
 @triton.jit
 def _gemm_relu_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
@@ -38,12 +40,12 @@ def _gemm_relu_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
-INTERPRETER_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4}
+_GPU_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+_INTERPRETER_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4}
 
 
 def build(workload, dtype, device, variant):
-    cfg = GPU_CONFIG if device.is_gpu else INTERPRETER_CONFIG
+    cfg = _GPU_CONFIG if device.is_gpu else _INTERPRETER_CONFIG
     M, N, K = workload["M"], workload["N"], workload["K"]
     grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
 
@@ -51,14 +53,13 @@ def build(workload, dtype, device, variant):
         _gemm_relu_kernel[grid](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                 out.stride(0), out.stride(1), **cfg)
 
-    gemm_relu.config = dict(cfg)
-    return gemm_relu
+    return Built(gemm_relu, dict(cfg))
 
 
 def compile_for(workload, dtype, device, variant):
     """No host has the device: compile ahead of time for it (CUDA cubin or AMD hsaco); needs no GPU, no ROCm."""
     from opmatrix.kit import aot
 
-    options = {"num_warps": GPU_CONFIG["num_warps"], "num_stages": GPU_CONFIG["num_stages"]}
-    constexprs = {k: v for k, v in GPU_CONFIG.items() if k not in options}
+    options = {"num_warps": _GPU_CONFIG["num_warps"], "num_stages": _GPU_CONFIG["num_stages"]}
+    constexprs = {k: v for k, v in _GPU_CONFIG.items() if k not in options}
     return aot.triton_compile_for(_gemm_relu_kernel, dtype, constexprs, options, device)

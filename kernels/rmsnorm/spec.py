@@ -5,7 +5,7 @@ judged in GB/s against the device's measured copy bandwidth (`min_bytes`), not i
 No framework import at module level: the planner reads WORKLOADS without torch.
 """
 
-EPS = 1e-6
+EPS = 1e-6  # part of the operator's definition: every implementation reads it (opmatrix.kit.load_spec(__file__))
 
 WORKLOADS = {
     # GPU-sized: an LLM's activations (tokens x hidden); each moves 128-256 MB, well past the L2

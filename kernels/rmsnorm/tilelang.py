@@ -1,23 +1,24 @@
 """TileLang: a block of rows per program, each row loaded once into registers as fp32, its sum of squares
 reduced across the block's threads (T.reduce_sum), scaled and stored. GPU only: there is no CPU implementation
 (the coverage grid shows that gap)."""
-from opmatrix.kit import aot
-from opmatrix.incell.plugins import Unsupported
+from opmatrix.kit import Built, Unsupported, aot, load_spec
 
-EPS = 1e-6
-BLOCK_ROWS = 1
+spec = load_spec(__file__)
+_BLOCK_ROWS = 1
 
 
 def _config(hidden: int) -> dict:
     """The most threads (up to 256) that split a row evenly: TileLang's layout inference needs an even split."""
     for threads in (256, 128, 64, 32):
         if hidden % threads == 0:
-            return {"block_rows": BLOCK_ROWS, "threads": threads}
+            return {"block_rows": _BLOCK_ROWS, "threads": threads}
     raise Unsupported(f"hidden size {hidden} is not a multiple of 32, which this kernel's row layout needs")
 
 
 def _kernel(tokens, hidden, dtype, block_rows, threads):
     import tilelang.language as T
+
+    eps = spec.EPS
 
     @T.prim_func
     def rmsnorm(X: T.Tensor((tokens, hidden), dtype), W: T.Tensor((hidden,), dtype),
@@ -31,7 +32,7 @@ def _kernel(tokens, hidden, dtype, block_rows, threads):
                 sq[i, j] = x[i, j] * x[i, j]
             T.reduce_sum(sq, total, dim=1)
             for i in T.Parallel(block_rows):
-                total[i] = T.rsqrt(total[i] / hidden + EPS)
+                total[i] = T.rsqrt(total[i] / hidden + eps)
             for i, j in T.Parallel(block_rows, hidden):
                 x[i, j] = x[i, j] * total[i] * W[j]
             T.copy(x, Y[bx * block_rows, 0])
@@ -45,14 +46,13 @@ def build(workload, dtype, device, variant):
     if not device.is_gpu:
         raise Unsupported("no CPU implementation of rmsnorm in TileLang (the GPU kernel has no CPU lowering)")
     config = _config(workload["hidden"])
-    kernel = tilelang.compile(_kernel(workload["tokens"], workload["hidden"], dtype, **config),
-                              target=aot.tilelang_target(device))
+    target = aot.tilelang_target(device)
+    kernel = tilelang.compile(_kernel(workload["tokens"], workload["hidden"], dtype, **config), target=target)
 
     def rmsnorm(x, weight, out):
         kernel(x, weight, out)
 
-    rmsnorm.config = dict(config, target=aot.tilelang_target(device))
-    return rmsnorm
+    return Built(rmsnorm, dict(config, target=target))
 
 
 def compile_for(workload, dtype, device, variant):

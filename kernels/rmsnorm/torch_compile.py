@@ -1,15 +1,18 @@
 """torch.compile (inductor) of the RMSNorm formula: one generated kernel, fp32 accumulation."""
 import torch
 
-EPS = 1e-6
+from opmatrix.kit import Built, load_spec
+
+spec = load_spec(__file__)
 
 
 def build(workload, dtype, device, variant):
+    eps = spec.EPS
+
     @torch.compile(dynamic=False, fullgraph=True)
     def rmsnorm(x, weight, out):
         xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS) * weight.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
         out.copy_(y.to(x.dtype))
 
-    rmsnorm.config = {"mode": "default", "dynamic": False}
-    return rmsnorm
+    return Built(rmsnorm, {"mode": "default", "dynamic": False})

@@ -3,7 +3,9 @@ import torch
 import triton
 import triton.language as tl
 
-EPS = 1e-6
+from opmatrix.kit import Built, load_spec
+
+spec = load_spec(__file__)
 
 
 @triton.jit
@@ -23,10 +25,9 @@ def build(workload, dtype, device, variant):
     num_warps = min(16, max(4, block // 512)) if device.is_gpu else 4
 
     def rmsnorm(x, weight, out):
-        _rmsnorm_kernel[(tokens,)](x, weight, out, hidden, x.stride(0), EPS, BLOCK=block, num_warps=num_warps)
+        _rmsnorm_kernel[(tokens,)](x, weight, out, hidden, x.stride(0), spec.EPS, BLOCK=block, num_warps=num_warps)
 
-    rmsnorm.config = {"BLOCK": block, "num_warps": num_warps}
-    return rmsnorm
+    return Built(rmsnorm, {"BLOCK": block, "num_warps": num_warps})
 
 
 def compile_for(workload, dtype, device, variant):

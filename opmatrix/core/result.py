@@ -55,6 +55,8 @@ class Result:
     trials: int = 0
     rel_err: float | None = None
     tolerance: float | None = None
+    bad_elements: int = 0  # elements outside the element-wise bound in the worst trial (opmatrix.incell.correctness)
+    worst_index: str = ""  # where the element furthest outside it is, "(row, col)"; "" when none is
     # build
     compile_s: float | None = None
     compile_cache: str = ""  # "cold": an empty cache folder of this job's own

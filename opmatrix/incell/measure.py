@@ -1,10 +1,13 @@
 """The one timing path. Every backend is timed here, the same way, so speed-ups compare like with like.
 
-GPU (CUDA and ROCm builds of torch): `triton.testing.do_bench` when Triton is importable. It times each
-repetition with a pair of device events allocated up front, zeroes a 256 MB buffer between repetitions outside
-the timed pair (so every repetition starts with a cold L2, as a kernel inside a real model would), sizes the
-repetition count from a time budget, and returns every sample (`return_mode="all"`). Without Triton the same
-method is done here with torch.cuda events.
+GPU (CUDA and ROCm builds of torch): `triton.testing.do_bench`, the one GPU timer. It times each repetition with
+a pair of device events allocated up front, zeroes a 256 MB buffer between repetitions outside the timed pair (so
+every repetition starts with a cold L2, as a kernel inside a real model would), sizes the repetition count from a
+time budget, and returns every sample (`return_mode="all"`). A GPU cell without Triton cannot time: the timing
+phase fails saying so, rather than falling back to a second timer of our own that would need its own checking.
+
+`time_callable(call, device, warmup_ms, rep_ms)` takes a zero-argument call prepared elsewhere (the worker's
+`phases.prepare_timing`), so the same prepared call can be timed again later, in bursts, by whoever asks.
 
 CPU: wall-clock (`time.perf_counter`) around each call. A process-CPU timer would add up the time of every
 thread of a multi-threaded kernel, which is not the latency the caller sees.
@@ -42,19 +45,37 @@ class Timing:
     def median_ms(self) -> float:
         return statistics.median(self.samples_ms)
 
-    def quantile(self, q: float) -> float:
-        ordered = sorted(self.samples_ms)
-        return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+    @property
+    def p10_ms(self) -> float:
+        return self._deciles()[0]
+
+    @property
+    def p90_ms(self) -> float:
+        return self._deciles()[-1]
+
+    def _deciles(self) -> list[float]:
+        """The 9 cut points between tenths of the samples, interpolated between samples (a single sample is
+        every decile)."""
+        if len(self.samples_ms) < 2:
+            return list(self.samples_ms) * 9
+        return statistics.quantiles(self.samples_ms, n=10, method="inclusive")
 
 
-def time_callable(fn: Callable[[], object], torch_device: str, warmup_ms: float, rep_ms: float) -> Timing:
+class TimerMissing(RuntimeError):
+    """A GPU cell without triton.testing.do_bench, the one GPU timer."""
+
+
+def time_callable(call: Callable[[], object], torch_device: str, warmup_ms: float, rep_ms: float) -> Timing:
+    """Every sample of `call()` over a budget of `rep_ms` after `warmup_ms` of warm-up: the one timing function."""
     if torch_device == "cpu":
-        return _wallclock(fn, warmup_ms, rep_ms)
+        return _wallclock(call, warmup_ms, rep_ms)
     try:
         from triton.testing import do_bench
-    except ImportError:
-        return _cuda_events(fn, warmup_ms, rep_ms)
-    samples = do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
+    except ImportError as exc:
+        raise TimerMissing(f"timing on {torch_device} needs triton.testing.do_bench (L2 flushed between "
+                           f"repetitions, budgeted repetitions) and triton is not importable here ({exc}); add "
+                           "triton to this toolchain's packages") from None
+    samples = do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="all")
     return Timing([float(s) for s in samples], "cuda-events (triton.testing.do_bench, L2 flushed)")
 
 
@@ -116,34 +137,6 @@ def _wallclock(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> Tim
         fn()
         samples.append((time.perf_counter() - start) * 1e3)
     return Timing(samples, "wallclock (perf_counter)")
-
-
-def _cuda_events(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> Timing:
-    import torch
-
-    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        flush.zero_()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(max(1, int(warmup_ms / estimate))):
-        fn()
-    n = min(MAX_REPS, max(MIN_REPS, int(rep_ms / estimate)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for s, e in zip(starts, ends):
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return Timing([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda-events (torch, L2 flushed)")
 
 
 def synchronize(torch_device: str) -> None:

@@ -1,28 +1,31 @@
-"""Load kernel specs, kernel implementations and backend adapters by path, and check their contracts.
+"""Load kernel specs, kernel implementations and backend adapters by path, checked when loaded, and the small
+types a plugin file hands back.
 
 Plain modules, like asv benchmarks: `kernels/<op>/spec.py`, `kernels/<op>/<backend>.py`, `backends/<backend>.py`.
-A file that does not honour its contract is rejected when loaded, with the file, the missing name and the fix.
+Each is checked against its contract (opmatrix.incell.contract) as it is loaded, so a wrong signature or an
+unknown constant is a PluginError naming the file and the fix before anything is built. Plugin files import what
+they need from `opmatrix.kit`, which re-exports `Built`, `Compiled`, `Unsupported`, `Unavailable` and `require`.
 Stdlib only: this runs inside cell environments too.
 """
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 import importlib.util
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Callable
 
+from opmatrix.core import status
 from opmatrix.core.jobs import DeviceInfo  # noqa: F401  (the device as plugins see it)
+from opmatrix.incell import contract
+from opmatrix.incell.contract import PluginError
 
-SPEC_CONTRACT = ("WORKLOADS", "make_inputs", "make_output", "reference", "flops", "min_bytes", "tolerance",
-                 "describe")
-IMPL_CONTRACT = ("build",)
-BACKEND_CONTRACT = ("available", "covers", "environment", "timer")
-
-
-class PluginError(Exception):
-    """A kernel or backend file is missing or does not honour its contract."""
+__all__ = ["PluginError", "Unsupported", "Unavailable", "Built", "Compiled", "Backend", "require", "module_file",
+           "load_spec", "load_impl", "load_backend", "impl_path", "built_from", "declared_variants"]
 
 
 class Unsupported(Exception):
@@ -33,10 +36,39 @@ class Unavailable(Exception):
     """Raised by a backend's available(): its package cannot be imported here (reason in message)."""
 
 
+@dataclass(frozen=True)
+class Built:
+    """What `build` returns: the function the worker checks and times, `fn(*inputs, out)`, with the configuration
+    it was built with (recorded in the row as JSON) and whether the build reused an earlier one's compiled code
+    (`cache`: "cold" = compiled from nothing in this job's own empty cache)."""
+
+    fn: Callable
+    config: dict = field(default_factory=dict)
+    cache: str = "cold"
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError(f"Built.fn must be callable, got {type(self.fn).__name__}")
+        if not isinstance(self.config, dict):
+            raise TypeError(f"Built.config must be a dict, got {type(self.config).__name__}")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What `compile_for` returns for a device no host has: `status` "compiles" (a binary was made here) or
+    "lowers" (device source only, no compiler for a binary here), what was made, and the configuration."""
+
+    status: str
+    what: str
+    config: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in status.BUILD_ONLY:
+            raise ValueError(f"Compiled.status must be one of {', '.join(status.BUILD_ONLY)}, got {self.status!r}")
+
+
 def require(module: str):
     """Import a backend's package, or raise Unavailable saying why: the common first line of available()."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -45,14 +77,72 @@ def require(module: str):
         raise Unavailable(f"{module} failed to import: {type(exc).__name__}: {exc}") from None
 
 
+class Backend:
+    """A loaded backends/<name>.py with the contract's defaults filled in, so the file states only what differs:
+    covers every device, sets no environment, and is timed (TIMED = True) unless it says otherwise. The worker
+    and the cell runner ask this object, never the module."""
+
+    def __init__(self, module: ModuleType, path: Path) -> None:
+        self.module, self.path = module, path
+        self.compiles_on_first_call = getattr(module, "COMPILES_ON_FIRST_CALL", False)
+        if hasattr(module, "TIMED") and hasattr(module, "timed"):
+            raise PluginError(f"{path}: declares both TIMED and timed(device); keep one (timed(device) when the "
+                              "answer depends on the device)")
+
+    def available(self) -> str:
+        """The version actually imported; raises Unavailable when the backend's package is not importable."""
+        return str(self.module.available())
+
+    def covers(self, device) -> str | None:
+        """None when the backend runs on `device`, else the reason it does not."""
+        reason = self.module.covers(device) if hasattr(self.module, "covers") else None
+        if reason is not None and not (isinstance(reason, str) and reason):
+            raise PluginError(f"{self.path}: covers(device) must return None or a reason string, got {reason!r}")
+        return reason
+
+    def environment(self, device, cache_dir: Path) -> dict[str, str]:
+        """Environment variables for the worker (compiler caches pointed into the job's own folder)."""
+        env = self.module.environment(device, Path(cache_dir)) if hasattr(self.module, "environment") else {}
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise PluginError(f"{self.path}: environment(device, cache_dir) must return a dict of str -> str, "
+                              f"got {env!r}")
+        return env
+
+    def timed(self, device) -> bool:
+        """Whether a timing on `device` means anything (an interpreter's does not: correctness only)."""
+        if not hasattr(self.module, "timed"):
+            return getattr(self.module, "TIMED", True)
+        answer = self.module.timed(device)
+        if not isinstance(answer, bool):
+            raise PluginError(f"{self.path}: timed(device) must return True or False, got {answer!r}")
+        return answer
+
+
+def built_from(value, path: Path) -> Built:
+    """The one rule for what `build` may return: a Built, or a bare callable taken as Built(fn) (no recorded
+    configuration, cold cache). A callable carrying the retired `fn.config` / `fn.compile_cache` attributes is
+    refused rather than silently losing them."""
+    if isinstance(value, Built):
+        return value
+    if callable(value):
+        stale = [a for a in ("config", "compile_cache") if hasattr(value, a)]
+        if stale:
+            raise PluginError(f"{path}: build set fn.{' and fn.'.join(stale)} on the function it returned; return "
+                              "opmatrix.kit.Built(fn, config={...}, cache=...) instead")
+        return Built(value)
+    raise PluginError(f"{path}: build returned {type(value).__name__}; it returns opmatrix.kit.Built(fn, config=...)"
+                      " where fn(*inputs, out) runs the kernel")
+
+
 def module_file(name: str) -> str:
     """Backend 'torch-compile' lives in torch_compile.py."""
     return name.replace("-", "_") + ".py"
 
 
-def load_module(path: Path, contract: tuple[str, ...], what: str) -> ModuleType:
+def load_module(path: Path, rules: contract.Contract) -> ModuleType:
+    """Import `path` under a name unique to its location (once per process) and check it against `rules`."""
     if not path.is_file():
-        raise PluginError(f"{path}: no such {what} file")
+        raise PluginError(f"{path}: no such {rules.what} file")
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     name = f"opmatrix_plugin_{path.stem}_{digest}"
     if name in sys.modules:
@@ -62,29 +152,28 @@ def load_module(path: Path, contract: tuple[str, ...], what: str) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception:
+        contract.check(module, path, rules)
+    except BaseException:
         del sys.modules[name]
         raise
-    missing = [attr for attr in contract if not hasattr(module, attr)]
-    if missing:
-        raise PluginError(f"{path}: a {what} must define {', '.join(contract)}; missing: {', '.join(missing)}")
     return module
 
 
 def load_spec(kernels_dir: Path, kernel: str) -> ModuleType:
-    return load_module(kernels_dir / kernel / "spec.py", SPEC_CONTRACT, "kernel spec")
+    return load_module(Path(kernels_dir) / kernel / "spec.py", contract.SPEC)
 
 
 def impl_path(kernels_dir: Path, kernel: str, backend: str) -> Path:
-    return kernels_dir / kernel / module_file(backend)
+    return Path(kernels_dir) / kernel / module_file(backend)
 
 
 def load_impl(kernels_dir: Path, kernel: str, backend: str) -> ModuleType:
-    return load_module(impl_path(kernels_dir, kernel, backend), IMPL_CONTRACT, "kernel implementation")
+    return load_module(impl_path(kernels_dir, kernel, backend), contract.IMPL)
 
 
-def load_backend(backends_dir: Path, backend: str) -> ModuleType:
-    return load_module(backends_dir / module_file(backend), BACKEND_CONTRACT, "backend adapter")
+def load_backend(backends_dir: Path, backend: str) -> Backend:
+    path = Path(backends_dir) / module_file(backend)
+    return Backend(load_module(path, contract.BACKEND), path)
 
 
 def declared_variants(path: Path) -> tuple[str, ...]:

@@ -1,0 +1,30 @@
+"""What kernel and backend files may import: the plugin contract's types and helpers, in one place.
+
+    from opmatrix.kit import Built, Unsupported, load_spec
+
+- `Built(fn, config={...}, cache="cold")`: what `build` returns.
+- `Compiled(status, what, config)`: what `compile_for` returns (the helpers in `opmatrix.kit.aot` make one).
+- `Unsupported(reason)`: this device / dtype / workload is not covered; `Unavailable(reason)`: the backend's
+  package is not importable here; `require(module)`: import it or raise Unavailable.
+- `load_spec(__file__)`: the kernel's own spec.py, for constants its implementations share (rmsnorm's EPS).
+
+Submodules, imported where used: `aot` (compile-only builds), `tune` (TileLang's autotuner, twice),
+`cutlass` (nvcc, CUTLASS headers, cached shared libraries). Stdlib only at import.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from opmatrix.incell import plugins
+from opmatrix.incell.plugins import Built, Compiled, Unavailable, Unsupported, require
+
+__all__ = ["Built", "Compiled", "Unavailable", "Unsupported", "require", "load_spec"]
+
+
+def load_spec(implementation_file: str) -> ModuleType:
+    """The spec.py beside an implementation file, loaded through the same loader as the worker's (so the same
+    module object, checked once): `spec = load_spec(__file__)`, then `spec.EPS`. A constant every implementation
+    of a kernel must agree on is written once, in the spec, instead of once per file."""
+    folder = Path(implementation_file).resolve().parent
+    return plugins.load_spec(folder.parent, folder.name)

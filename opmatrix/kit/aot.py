@@ -1,14 +1,16 @@
 """Compile-only builds for implementations: answer "does it even build for that device?" where no host has it.
 
-Used from `compile_for` in kernels/<op>/<backend>.py. Each helper returns the dict `compile_for` must return:
-{"status": "compiles" | "lowers", "what": <what was built>, "config": {...}}. Framework imports stay inside the
+Used from `compile_for` in kernels/<op>/<backend>.py. Each helper returns what `compile_for` returns, a
+`Compiled(status="compiles" | "lowers", what=<what was built>, config={...})`. Framework imports stay inside the
 functions: the engine imports this module without TileLang or Triton.
 """
 from __future__ import annotations
 
 import shutil
 
-from opmatrix.incell.plugins import Unsupported
+from opmatrix.incell.plugins import Compiled, Unsupported
+
+FLOAT_ARGS = ("eps", "scale")  # scalar kernel arguments passed as Python floats (rmsnorm's eps, attention's scale)
 
 
 def tilelang_target(device) -> dict:
@@ -20,7 +22,7 @@ def tilelang_target(device) -> dict:
     raise Unsupported("compile-only builds are for GPUs")
 
 
-def tilelang_compile_for(func, device, config: dict) -> dict:
+def tilelang_compile_for(func, device, config: dict) -> Compiled:
     """A binary where the device's compiler is here (nvcc; hipcc for AMD), else the device source (lowers)."""
     import tilelang
     from tvm.target import Target
@@ -31,16 +33,16 @@ def tilelang_compile_for(func, device, config: dict) -> dict:
         source = str(tilelang.compile(func, target=target, execution_backend="tvm_ffi").get_kernel_source())
         mma = " using wgmma" if "wgmma" in source else ""
         arch = target.get("arch", target.get("mcpu"))
-        return {"status": "compiles", "config": config, "what": f"{arch} binary{mma} ({len(source)}-char source)"}
+        return Compiled("compiles", f"{arch} binary{mma} ({len(source)}-char source)", config)
     with Target(target):
         artifact = tilelang.lower(func, target=Target(target), enable_device_compile=False)
-    return {"status": "lowers", "config": config,
-            "what": f"HIP source for {device.arch} ({len(str(artifact.kernel_source))} chars; no hipcc for a binary)"}
+    return Compiled("lowers", f"HIP source for {device.arch} ({len(str(artifact.kernel_source))} chars; "
+                    "no hipcc for a binary)", config)
 
 
-def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, device) -> dict:
+def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, device) -> Compiled:
     """Ahead-of-time Triton compile for the device (CUDA cubin or AMD hsaco); needs no GPU and no ROCm.
-    Pointer arguments (names ending in _ptr) get the dtype, `eps`-like float arguments fp32, the rest i32."""
+    Pointer arguments (names ending in _ptr) get the dtype, FLOAT_ARGS fp32, the rest i32."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -49,7 +51,7 @@ def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, devi
         raise Unsupported("compile-only builds are for GPUs")
     elem = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}[dtype]
     signature = {name: ("constexpr" if name in constexprs else elem if name.endswith("_ptr")
-                        else "fp32" if name in ("eps",) else "i32") for name in kernel.arg_names}
+                        else "fp32" if name in FLOAT_ARGS else "i32") for name in kernel.arg_names}
     if device.vendor == "nvidia":
         target, binary = GPUTarget("cuda", int(device.arch.removeprefix("sm_").rstrip("a")), 32), "cubin"
     else:
@@ -57,5 +59,5 @@ def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, devi
     compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs), target=target,
                               options=options)
     mma = " using wgmma" if "wgmma" in compiled.asm.get("ptx", "") else ""
-    return {"status": "compiles", "config": dict(constexprs, **options),
-            "what": f"{device.arch} {binary}{mma} ({len(compiled.asm[binary])} bytes)"}
+    return Compiled("compiles", f"{device.arch} {binary}{mma} ({len(compiled.asm[binary])} bytes)",
+                    dict(constexprs, **options))

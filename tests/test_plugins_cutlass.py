@@ -1,0 +1,76 @@
+"""The CUTLASS toolchain lives in opmatrix.kit.cutlass, shared by backends/cutlass.py and kernels/gemm_relu/cutlass.py,
+so a kernels folder copied anywhere builds without reaching into a fixed backends folder.
+
+There is no nvcc on CI's machines: a stand-in `nvcc` (a shell script that builds a C stub exporting the .cu file's
+entry points with the host's cc) and a stand-in CUTLASS tree take their places, so the whole compile-only path runs
+here: toolchain discovery, the cached build, ctypes loading, `compile_for` returning Compiled through the worker."""
+import json
+import shutil
+import stat
+import textwrap
+
+import pytest
+
+from opmatrix.core.jobs import DeviceInfo, Mode
+from opmatrix.kit import cutlass
+from tests.helpers import copy_plugins, worker_row
+
+STUB = r"""
+int opmatrix_gemm_relu_f16(int m, int n, int k, void *a, void *b, void *c, void *s, char *e, int l) { return 1; }
+int opmatrix_gemm_relu_bf16(int m, int n, int k, void *a, void *b, void *c, void *s, char *e, int l) { return 1; }
+int opmatrix_cutlass_stages_f16(void) { return 4; }
+int opmatrix_cutlass_stages_bf16(void) { return 4; }
+const char *opmatrix_cutlass_config(void) { return "stub kernel"; }
+"""
+NVCC = """\
+#!/bin/sh
+# stand-in nvcc: --version, or "-o OUT ... SOURCE" -> a shared library of the stub (counts its builds)
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0; fi
+while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then out="$2"; shift; fi; shift; done
+echo build >> "{log}"
+exec cc -shared -fPIC -o "$out" "{stub}"
+"""
+
+
+@pytest.fixture
+def toolchain(tmp_path, monkeypatch):
+    root = tmp_path / "cutlass"
+    (root / "include" / "cutlass").mkdir(parents=True)
+    (root / "include" / "cutlass" / "version.h").write_text(
+        "#define CUTLASS_MAJOR 4\n#define CUTLASS_MINOR 2\n#define CUTLASS_PATCH 1\n")
+    (tmp_path / "stub.c").write_text(STUB)
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text(textwrap.dedent(NVCC).format(log=tmp_path / "builds.log", stub=tmp_path / "stub.c"))
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CUDACXX", str(nvcc))
+    monkeypatch.setenv("CUTLASS_DIR", str(root))
+    monkeypatch.setenv(cutlass.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="the stand-in nvcc needs a C compiler")
+def test_a_library_is_built_once_and_reused_from_the_cache(toolchain):
+    source = toolchain / "k.cu"
+    source.write_text("// kernel\n")
+    first, built = cutlass.build_shared_library(source, ["-O3"])
+    again, rebuilt = cutlass.build_shared_library(source, ["-O3"])
+    assert built and not rebuilt and first == again and first.parent == toolchain / "cache"
+    assert (toolchain / "builds.log").read_text().count("build") == 1
+    other, _ = cutlass.build_shared_library(source, ["-O2"])  # other flags: another library
+    assert other != first
+    assert cutlass.describe() == "CUTLASS 4.2.1 (CUTLASS_DIR), nvcc 13.0"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="the stand-in nvcc needs a C compiler")
+def test_compile_only_builds_through_a_copied_kernels_folder(toolchain):
+    """No host has the sm_90: the worker builds the sm_90a library here and never runs it (status compiles)."""
+    root = toolchain / "plugins"
+    copy_plugins(root, "gemm_relu", ["spec.py", "cutlass.py", "cutlass_gemm_relu.cu"], ["cutlass"])
+    row = worker_row(root, "cutlass", kernel="gemm_relu", workload="square_4096", dtype="float16",
+                     mode=Mode.COMPILE, device=DeviceInfo("h200", "nvidia", "sm_90", "H200"))
+    assert row.status == "compiles", row.error
+    assert "sm_90a shared library" in row.error and "CUTLASS 4.2.1" in row.error
+    config = json.loads(row.config)
+    assert config["stages"] == 4 and config["kernel"] == "stub kernel" and config["arch"] == "sm_90a"
+    assert row.backend_version == "CUTLASS 4.2.1 (CUTLASS_DIR), nvcc 13.0"
