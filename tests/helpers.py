@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -12,7 +11,7 @@ from opmatrix.core.jobs import DeviceInfo, JobSpec, Mode, Settings, WorkerTask
 from opmatrix.core.result import Result
 from opmatrix.incell import plugins
 from opmatrix.incell.cell_runner import read_result
-from opmatrix.incell.processes import run_limited
+from opmatrix.incell.servers import Server
 from opmatrix.incell.worker import Worker
 from tests.conftest import PROBE_SPEC, REPO, probe_adapter
 
@@ -61,11 +60,12 @@ def worker_row(root: Path, backend: str, kernel: str = "probe", workload: str = 
 
 
 def worker_process_row(root: Path, backend: str, kernel: str, workload: str, dtype: str) -> Result | None:
-    """One CPU job through a worker process, as the cell runner starts it (the backend's environment, a time
-    limit), and its row as the cell runner reads it back; the cell's own probes (facts, ceilings) are skipped."""
+    """One CPU job through a worker process, as the cell runner starts it (a timing server with the backend's
+    environment and a time limit), finished without timing rounds, and its row as the cell runner reads it back;
+    the cell's own probes (facts, ceilings) are skipped."""
     task, folder = _task(root, backend, kernel, workload, dtype, Mode.RUN, CPU)
-    (folder / "task.json").write_text(task.to_json())
     env = dict(os.environ, **plugins.load_backend(root / "backends", backend).environment(CPU, folder / "cache"))
-    run_limited([sys.executable, "-m", "opmatrix.incell.worker", str(folder / "task.json"),
-                 str(folder / "result.json")], env, folder / "worker.log", task.job.timeout_s)
+    server = Server(task, folder, env)
+    if server.wait_ready(task.job.timeout_s):  # passed correctness: no timing bursts asked, just its row
+        server.finish(task.job.timeout_s)
     return read_result(folder / "result.json", task.attempt)

@@ -11,6 +11,8 @@ import pytest
 from tests.conftest import probe_adapter
 from tests.helpers import copy_plugins, worker_process_row
 
+pytestmark = pytest.mark.integration  # worker processes
+
 FAULTY = '''
 """torch's rms_norm, then every 100th element of the output multiplied by 1.01 (1 % of the elements off by 1 %)."""
 import torch

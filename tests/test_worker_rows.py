@@ -4,7 +4,7 @@ Compiled. The jobs run through the worker's phases in this process (tests.helper
 import json
 
 from opmatrix.core.jobs import DeviceInfo, Mode
-from tests.helpers import plugin_root, worker_row
+from tests.helpers import worker_process_row, plugin_root, worker_row
 
 GOOD = "def build(workload, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2)\n"
 BUILT = """
@@ -50,10 +50,10 @@ def test_a_broken_backend_adapter_is_an_env_error_at_load(tmp_path):
 
 def test_built_config_and_cache_are_recorded(tmp_path):
     plugin_root(tmp_path, {"built": BUILT, "plain": GOOD})
-    row = worker_row(tmp_path, "built")
+    row = worker_process_row(tmp_path, "built", "probe", "quick", "float32")
     assert row.status == "ok", row.error
     assert json.loads(row.config) == {"block": 64} and row.compile_cache == "warm (built by an earlier job)"
-    plain = worker_row(tmp_path, "plain")
+    plain = worker_process_row(tmp_path, "plain", "probe", "quick", "float32")
     assert plain.status == "ok" and plain.config == "{}" and plain.compile_cache == "cold"
 
 
@@ -68,8 +68,11 @@ def test_an_untimed_backend_is_correctness_only_and_a_timed_one_is_timed(tmp_pat
                 adapters={"interp": "def available(): return '1'\ndef timed(device): return device.is_gpu\n"})
     row = worker_row(tmp_path, "interp")
     assert row.status == "ok" and row.timer == "correctness-only" and row.median_ms is None and row.trials == 3
+    # A timed backend's worker does not time itself: it becomes a timing server for the cell runner's rounds.
     row = worker_row(tmp_path, "timed")
-    assert row.status == "ok" and row.timer.startswith("wallclock") and row.p10_ms <= row.median_ms <= row.p90_ms
+    assert (row.status, row.phase) == ("runtime_error", "timing") and "cell runner" in row.error
+    served = worker_process_row(tmp_path, "timed", "probe", "quick", "float32")
+    assert served.status == "ok" and served.trials == 3 and served.phase == "done"
 
 
 def test_compile_for_returns_compiled(tmp_path):
