@@ -20,9 +20,9 @@ python3 -m nox --no-venv -s matrix -- "$matrix" --no-ray --run-id "$run_id" --de
   "${resume[@]}" "$@" 2>&1 | tee -a "/tmp/$run_id.log"
 rc=${PIPESTATUS[0]}
 if [ -n "${OUT:-}" ]; then
+  # what the report is rebuilt from (opmatrix report), and the log: three files a run (a device call returns 8)
   mkdir -p "$OUT/$run_id"
-  cp reports/"$run_id"/{results.jsonl,run.json,report.md,matrix.toml} "$OUT/$run_id/" 2>/dev/null
-  cp reports/"$run_id"/verdicts.json "$OUT/$run_id/" 2>/dev/null
+  cp reports/"$run_id"/{results.jsonl,run.json} "$OUT/$run_id/" 2>/dev/null
   tail -c 2000000 "/tmp/$run_id.log" > "$OUT/$run_id/run.log"
 fi
 exit $rc
