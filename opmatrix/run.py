@@ -49,14 +49,24 @@ def new_run_id(matrix_name: str) -> str:
 
 
 def remaining(plans: list[CellPlan], stored: list[Result], redo: set[str]) -> list[CellPlan]:
-    """--resume: the jobs with no stored row, or whose row's status is one to redo (default: lost)."""
+    """--resume: the jobs with no stored row, or whose row's status is one to redo (default: lost). A resumed job
+    is timed in rounds with its group's baseline, so a baseline that already has its row runs again as a
+    partner: timed beside it, its own row not stored twice."""
     done = {r.key() for r in stored if r.status not in redo}
     left = []
     for p in plans:
         jobs = tuple(j for j in p.jobs if p.key(j) not in done)
+        groups = {(j.kernel, j.workload, j.dtype) for j in jobs if j.backend != p.settings.baseline}
+        partners = tuple(_first_baseline(p, group) for group in sorted(groups))
+        partners = tuple(j for j in partners if j is not None and j not in jobs)
         if jobs:
-            left.append(p.replace(jobs=jobs))
+            left.append(p.replace(jobs=jobs, partners=partners))
     return left
+
+
+def _first_baseline(plan: CellPlan, group: tuple[str, str, str]):
+    return next((j for j in plan.jobs if (j.kernel, j.workload, j.dtype) == group
+                 and j.backend == plan.settings.baseline), None)
 
 
 @contextlib.contextmanager

@@ -105,3 +105,21 @@ def test_contestants_that_do_not_fit_together_are_timed_in_blocks_with_the_basel
     base = rows["torch"]
     assert base.rounds == rows["hog"].rounds + rows["big"].rounds  # the baseline was in every round of both
     assert rows["big"].baseline_round_ms == base.round_ms[rows["hog"].rounds:]
+
+
+def test_a_resumed_contestant_is_paired_with_its_baseline_again(tmp_path):
+    """--resume of a group whose baseline already has its row: the baseline runs again as a partner, so the
+    resumed contestant is timed in rounds with it; no second baseline row is stored."""
+    from opmatrix.run import remaining
+    from opmatrix.core.result import Result
+
+    write_plugins(tmp_path, "probe", {"torch": IMPLS["torch"], "slower": IMPLS["slower"]}, probe_adapter("wallclock"))
+    probe_matrix(tmp_path, "partner", ["torch", "slower"], ["quick"], timeout_s=30, rep_ms=20)
+    (plan,) = plan_mod.cell_plans(load_matrix(tmp_path / "m.toml"), "partner", tmp_path / "scratch")
+    stored = [Result(run_id="partner", cell="cpu.host", device="cpu", kernel="probe", workload="quick",
+                     dtype="float32", backend="torch", status="ok")]
+    (left,) = remaining([plan], stored, {"lost"})
+    assert [j.backend for j in left.jobs] == ["slower"] and [j.backend for j in left.partners] == ["torch"]
+    rows = list(run_cell(left))
+    assert [r.backend for r in rows] == ["slower"]
+    assert rows[0].status == "ok" and len(rows[0].baseline_round_ms) == rows[0].rounds >= 10

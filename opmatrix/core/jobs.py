@@ -134,6 +134,8 @@ class CellPlan:
     mode: Mode = Mode.RUN
     deadline: float | None = None  # seconds since the epoch; no job starts after it
     gpu_index: str = ""
+    # --resume: baseline jobs run again only so that resumed contestants are paired with them; no row of theirs
+    partners: tuple[JobSpec, ...] = ()
 
     @property
     def session(self) -> str:
@@ -179,6 +181,7 @@ class CellPlan:
             data, cell=CellSpec(id=cell["id"], device=DeviceSpec(**cell["device"]), toolchain=toolchain,
                                 env_hash=cell["env_hash"]),
             jobs=tuple(JobSpec(**j) for j in data["jobs"]), settings=Settings(**data["settings"]),
+            partners=tuple(JobSpec(**j) for j in data.get("partners", ())),
             mode=Mode(data["mode"])))
 
 

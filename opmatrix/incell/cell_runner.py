@@ -109,7 +109,7 @@ class CellRunner:
                                             threshold=st.min_speedup, seed=st.seed)
 
     def results(self) -> Iterator[Result]:
-        for group in contest_groups(self.plan.jobs):
+        for group in contest_groups(self.plan.partners + self.plan.jobs):
             if self.plan.past_deadline():
                 return  # not started, no row: `opmatrix run --resume` picks these jobs up
             yield from self.run_group(group)
@@ -130,7 +130,8 @@ class CellRunner:
                     break  # retried in the next block, with less beside it on the device
                 job = pending.pop(0)
                 if isinstance(started, Result):
-                    yield started
+                    if job not in self.plan.partners:
+                        yield started
                     continue
                 started.block = block
                 members.append(started)
@@ -143,7 +144,9 @@ class CellRunner:
             rounds.run()
             first_round += rounds.count
             yield from (self._timed_row(c, base, twin) for c in members if c is not base)
-        if base is not None:
+        if base is not None and base.job in self.plan.partners:
+            base.server.kill()  # timed only as the resumed contestants' partner: its row is already stored
+        elif base is not None:
             yield self._timed_row(base, base, twin)
         if twin is not None:
             twin.server.kill()

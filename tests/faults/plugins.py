@@ -6,9 +6,8 @@ so a change of the plugin contract (build returning a `Built(fn, config, cache)`
 Two kernel specs:
 - TORCH_SPEC: CPU torch tensors, run in a `system = true` cell (the host's torch). Its tolerance is loose, like a
   bf16 tolerance, so the norm-wise check alone cannot see an error confined to 1 % of the elements.
-- PLAIN_SPEC: a list-backed vector, standard library only, run in a bare cell environment (no packages): a worker
-  starts in a fraction of a second, which keeps the run-level faults (signals, locks, resume) fast. Each workload
-  sleeps a different time per call, so a row's timing says which job produced it.
+- PLAIN_SPEC: small CPU torch vectors whose kernel sleeps a different time per call in each workload, so a row's
+  timing says which job produced it (run-level faults: signals, locks, resume), in the host toolchain.
 """
 from __future__ import annotations
 
@@ -37,40 +36,25 @@ def reference(inputs, w):
 '''
 
 PLAIN_SPEC = '''
-import math
-import random
-
 # n and the sleep per call differ per workload: a row's shape and timing name the job that made it
 WORKLOADS = {"w0": {"n": 16, "ms": 0.5}, "w1": {"n": 32, "ms": 2.0}, "w2": {"n": 64, "ms": 6.0}}
 
 def describe(w): return f"n={w['n']}"
 def flops(w): return float(w["n"])
 def min_bytes(w, dtype): return 8.0 * w["n"]
-def tolerance(dtype): return 1e-9
-
-
-class Vec(list):
-    """The few tensor methods the worker's correctness check uses, over a list of floats."""
-    def fill_(self, value):
-        self[:] = [value] * len(self)
-        return self
-    def double(self):
-        return Vec(float(v) for v in self)
-    def __sub__(self, other):
-        return Vec(a - b for a, b in zip(self, other))
-    def norm(self):
-        return math.sqrt(sum(v * v for v in self))
-
+def tolerance(dtype): return 1e-6
 
 def make_inputs(w, dtype, device, seed):
-    rng = random.Random(seed)
-    return (Vec(rng.uniform(-1, 1) for _ in range(w["n"])),)
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(w["n"], generator=g, dtype=getattr(torch, dtype)) * 2 - 1,)
 
 def make_output(w, dtype, device):
-    return Vec([0.0] * w["n"])
+    import torch
+    return torch.empty(w["n"], dtype=getattr(torch, dtype))
 
 def reference(inputs, w):
-    return Vec(2 * v for v in inputs[0])
+    return inputs[0].double() * 2
 '''
 
 TEMPLATE = '''{prelude}
@@ -93,21 +77,15 @@ def impl(call: str, prelude: str = "", setup: str = "") -> str:
                            call=textwrap.indent(textwrap.dedent(call).strip(), " " * 8)).lstrip()
 
 
-def adapter(timer: str | None, prelude: str = "") -> str:
-    """backends/<backend>.py covering every device; `prelude` runs at import (a broken adapter puts it there)."""
+def adapter(timed: bool | str | None = True, prelude: str = "") -> str:
+    """backends/<backend>.py covering every device (the contract's defaults: covers none out, no environment);
+    `timed` falsy: correctness only. `prelude` runs at import (a broken adapter puts it there)."""
     return textwrap.dedent(prelude).strip() + f'''
+
+TIMED = {bool(timed)!r}
 
 def available():
     return "fault-suite"
-
-def covers(device):
-    return None
-
-def environment(device, cache_dir):
-    return {{}}
-
-def timer(device):
-    return {timer!r}
 '''
 
 
@@ -141,7 +119,7 @@ def plain_impl(crash_once: Path | None = None, gate: Path | None = None) -> str:
     if crash_once is not None:
         setup += (f"\nmarker = pathlib.Path({str(crash_once)!r})\nif w['n'] == 16 and not marker.exists():\n"
                   "    marker.touch()\n    ctypes.string_at(0)")
-    return impl("time.sleep(w['ms'] / 1e3)\nout[:] = [2 * v for v in x]", prelude="import ctypes, pathlib, time",
+    return impl("time.sleep(w['ms'] / 1e3)\nout.copy_(x * 2)", prelude="import ctypes, pathlib, time",
                 setup=setup)
 
 
@@ -176,7 +154,8 @@ id = "cpu"
 vendor = "cpu"
 arch = "auto"
 [[toolchain]]
-name = "bare"  # a fresh environment without packages: the kernel is standard library only
+name = "host"  # the interpreter's own torch
+system = true
 [[kernel]]
 name = "plain"
 workloads = { cpu = ["w0", "w1", "w2"] }
@@ -185,7 +164,7 @@ dtypes = { cpu = ["float32"] }
 
 
 def plain_matrix(root: Path, crash_once: Path | None = None, gate: Path | None = None) -> Path:
-    """root/m.toml: the PLAIN_SPEC kernel, one backend (the baseline), three workloads, in a bare cell."""
+    """root/m.toml: the PLAIN_SPEC kernel, one backend (the baseline), three workloads, in the host toolchain."""
     write_tree(root, {"plain": (PLAIN_SPEC, {"torch": plain_impl(crash_once, gate)})}, {"torch": adapter("wallclock")})
     (root / "m.toml").write_text(textwrap.dedent(PLAIN_MATRIX))
     return root / "m.toml"

@@ -1,8 +1,7 @@
 """Faults of the whole run: SIGINT, SIGTERM and SIGKILL of `opmatrix run`, and two runs on one run id.
 
-The matrix is a standard-library kernel (tests/faults/plugins.py PLAIN_SPEC) in a bare cell environment, so its
-workers start in a fraction of a second; each of its three workloads sleeps a different time per call, so every
-row's shape and timings say which job made it. Each run is a real CLI subprocess (`python -m opmatrix run
+The matrix is a small CPU torch kernel (tests/faults/plugins.py PLAIN_SPEC) in the host toolchain; each of its
+three workloads sleeps a different time per call, so every row's shape and timings say which job made it. Each run is a real CLI subprocess (`python -m opmatrix run
 --no-ray`), signalled once its first row is on disk, while later jobs are still running.
 """
 from __future__ import annotations
@@ -48,7 +47,7 @@ class Run:
 
 
 def planned() -> set[tuple]:
-    return {("cpu.bare", "plain", w, "float32", "torch", "default") for w in WORKLOADS}
+    return {("cpu.host", "plain", w, "float32", "torch", "default") for w in WORKLOADS}
 
 
 def check_row_is_its_own_job(row: dict) -> None:
@@ -113,7 +112,7 @@ def test_a_run_stopped_before_its_first_row_resumes_from_nothing(tmp_path, run_i
     matrix = plugins.plain_matrix(tmp_path, gate=gate)
     reports = tmp_path / "reports"
     run = Run(matrix, reports, run_id)
-    jobs = Path(run.scratch) / "cpu.bare" / "jobs"
+    jobs = Path(run.scratch) / "cpu.host" / "jobs"
     wait_for(lambda: any(p.read_text() == "build" for p in jobs.glob("*/phase")), 60, "the first job to build",
              run.proc)
     run.proc.send_signal(signal.SIGTERM)

@@ -18,7 +18,7 @@ TRITON_OOB = '''
 import triton
 import triton.language as tl
 
-FAR = 1 << 36  # elements past the end of the output: 256 GiB away, never mapped
+_FAR = 1 << 36  # elements past the end of the output: 256 GiB away, never mapped
 
 
 @triton.jit
@@ -32,7 +32,7 @@ IMPLS = {
     "torch": plugins.impl("out.copy_(x * 2)"),
     "good": plugins.impl("out.copy_(x * 2)"),
     # CUDA illegal memory access: a Triton kernel storing far out of bounds (sticky: the context is lost)
-    "oob": plugins.impl("_store_far[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), FAR, BLOCK=1024)",
+    "oob": plugins.impl("_store_far[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), _FAR, BLOCK=1024)",
                         prelude=TRITON_OOB),
     # device out of memory: a workspace of twice the device's memory, asked for at call time
     "oom": plugins.impl("workspace = torch.empty(2 * torch.cuda.get_device_properties(x.device).total_memory, "
