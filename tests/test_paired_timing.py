@@ -105,6 +105,8 @@ def test_contestants_that_do_not_fit_together_are_timed_in_blocks_with_the_basel
     base = rows["torch"]
     assert base.rounds == rows["hog"].rounds + rows["big"].rounds  # the baseline was in every round of both
     assert rows["big"].baseline_round_ms == base.round_ms[rows["hog"].rounds:]
+    assert rows["hog"].round_group != rows["big"].round_group  # never paired with each other directly
+    assert set(base.round_group.split("+")) == {rows["hog"].round_group, rows["big"].round_group}
 
 
 def test_a_resumed_contestant_is_paired_with_its_baseline_again(tmp_path):

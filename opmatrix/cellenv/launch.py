@@ -9,6 +9,8 @@ with its caller, and the cell runner dies with nox: killing `opmatrix run` leave
 from __future__ import annotations
 
 import collections
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -31,6 +33,20 @@ def nox_command(session: str) -> list[str]:
             "--reuse-venv", "yes", "--envdir", str(paths.ROOT / ".nox")]
 
 
+@contextlib.contextmanager
+def environment_lock(session: str):
+    """One cell at a time in a cell environment: nox creates, fills and reuses `.nox/<session>` without locking,
+    so two runs on one machine that need the same environment (same toolchain, same device) take turns."""
+    envdir = paths.ROOT / ".nox"
+    envdir.mkdir(exist_ok=True)
+    with open(envdir / f"{session}.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None) -> Iterator[Result]:
     scratch = Path(plan.scratch_dir)
     scratch.mkdir(parents=True, exist_ok=True)
@@ -39,7 +55,7 @@ def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None) -> Iterator[R
     env = dict(os.environ, OPMATRIX_CELL_PLAN=str(plan_file), **(extra_env or {}))
     done: set[tuple] = set()
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
-    with open(scratch / "nox.log", "w") as log:
+    with environment_lock(plan.session), open(scratch / "nox.log", "w") as log:
         proc = popen(nox_command(plan.session), new_group=True, env=env, stdout=subprocess.PIPE,
                      stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=paths.ROOT)
         try:

@@ -238,10 +238,10 @@ def _options(ran) -> list[str]:
 
 
 def _cross(fixed, tuned) -> list[float]:
-    """fixed time / tuned time per round, through the baseline rounds both share."""
-    a = dict(zip(range(len(fixed.round_ms)), fixed.round_ms))
-    b = dict(zip(range(len(tuned.round_ms)), tuned.round_ms))
-    return [a[i] / b[i] for i in a if i in b and b[i] > 0] if len(a) == len(b) else []
+    """fixed time / tuned time per round, when both were timed in the very same rounds (else no pairing)."""
+    if not fixed.round_group or fixed.round_group != tuned.round_group:
+        return []
+    return stats.ratios(tuned.round_ms, fixed.round_ms)
 
 
 def _held(rows) -> str:

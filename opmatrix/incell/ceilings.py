@@ -3,11 +3,9 @@ large device-to-device copy (the memory ceiling, bytes read + written). Datashee
 this device, driver and library reach today, timed the same way as every kernel (opmatrix.incell.measure). Each result
 is then placed against the roofline (opmatrix.core.metrics).
 
-Run as `python -m opmatrix.incell.ceilings OUT DEVICE DTYPE...` inside the cell's environment; writes JSON to OUT."""
+Measured by opmatrix.incell.cell_probe inside the cell's environment."""
 from __future__ import annotations
 
-import json
-import sys
 
 from opmatrix.incell import measure
 
@@ -34,8 +32,3 @@ def measure_ceilings(torch_device: str, dtypes: list[str], warmup_ms: float = 25
     timing = measure.time_callable(lambda: dst.copy_(src), torch_device, warmup_ms, rep_ms)
     return {"tflops": tflops, "copy_gbps": 2.0 * src.numel() * 4 / (timing.median_ms / 1e3) / 1e9,
             "how": f"matmul {n}^3 per dtype, copy {size['copy_mib']} MiB (read+write), {timing.timer}"}
-
-
-if __name__ == "__main__":  # python -m opmatrix.incell.ceilings OUT DEVICE DTYPE...
-    with open(sys.argv[1], "w") as fh:
-        json.dump(measure_ceilings(sys.argv[2], sys.argv[3:]), fh)

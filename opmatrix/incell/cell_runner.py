@@ -30,17 +30,21 @@ from opmatrix.incell.rounds import Contestant, Rounds, RoundSettings, aligned
 from opmatrix.incell.servers import Server, ServerGone
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
-PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls)
+PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls), in one process
 FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton")
 
 
 def probe(module: str, args: list[str], scratch: Path) -> dict | None:
-    """Run `python -m opmatrix.incell.<module> OUT ARGS...` in this environment with a time limit; its JSON."""
+    """Run `python -m opmatrix.incell.<module> OUT ARGS...` in this environment with a time limit; its JSON (what
+    it wrote before a crash or the time limit counts too)."""
     out = scratch / f"{module}.json"
     out.unlink(missing_ok=True)
-    code, _ = run_limited([sys.executable, "-m", f"opmatrix.incell.{module}", str(out), *args], dict(os.environ),
-                          scratch / f"{module}.log", PROBE_TIMEOUT_S)
-    return json.loads(out.read_text()) if code == 0 and out.is_file() else None
+    run_limited([sys.executable, "-m", f"opmatrix.incell.{module}", str(out), *args], dict(os.environ),
+                scratch / f"{module}.log", PROBE_TIMEOUT_S)
+    try:
+        return json.loads(out.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def contest_groups(jobs) -> list[list[JobSpec]]:
@@ -64,7 +68,7 @@ def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contesta
     extra = telemetry.summarize(c.states[0], c.states[-1]) if c.states else {}
     return dataclasses.replace(
         result, **extra, pairing="interleaved" if c.block <= 1 else f"interleaved, block {c.block} (device memory)",
-        rounds=len(c.round_ms), timer=c.timer, samples_ms=samples, reps=len(samples),
+        rounds=len(c.round_ms), round_group=c.round_group, timer=c.timer, samples_ms=samples, reps=len(samples),
         median_ms=statistics.median(samples), p10_ms=cuts[0], p90_ms=cuts[-1],
         rerun_median_ms=statistics.median(half) if half else None, round_ms=c.round_ms,
         baseline_round_ms=aligned(base, c) if base is not None and base is not c else [],
@@ -96,13 +100,13 @@ class CellRunner:
         self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
         d = plan.cell.device
-        self.facts = probe("facts", [d.vendor], self.scratch) or {
-            "runtime": f"facts probe failed: {tail(self.scratch / 'facts.log')[-300:]}"}
+        dtypes = [] if plan.mode is Mode.COMPILE or not plan.jobs else sorted({j.dtype for j in plan.jobs})
+        measured = probe("cell_probe", [d.vendor, *dtypes], self.scratch) or {}
+        self.facts = measured.get("facts") or {
+            "runtime": f"cell probe failed: {tail(self.scratch / 'cell_probe.log')[-300:]}"}
+        self.ceilings = measured.get("ceilings") or {}
         arch = d.arch if d.arch != "auto" else self.facts.get("arch", "")
         self.device = DeviceInfo(d.id, d.vendor, arch, self.facts.get("device_name", ""))
-        dtypes = sorted({j.dtype for j in plan.jobs})
-        self.ceilings = ({} if plan.mode is Mode.COMPILE or not plan.jobs
-                         else probe("ceilings", [self.device.torch, *dtypes], self.scratch) or {})
         st = plan.settings
         self.round_settings = RoundSettings(rounds=st.rounds, max_rounds=st.max_rounds, extra_s=st.round_extra_s,
                                             warmup_ms=st.burst_warmup_ms, burst_ms=st.burst_ms,

@@ -3,12 +3,10 @@ actually ran with. Probed once per cell, in a process of the cell's own environm
 (so the version is the one imported, not the one a resolver promised). Stdlib only at import."""
 from __future__ import annotations
 
-import json
 import platform
 import shutil
 import socket
 import subprocess
-import sys
 
 
 def _imported_version(module: str) -> str:
@@ -74,8 +72,3 @@ def probe(vendor: str) -> dict:
     if vendor == "nvidia":
         facts["driver"] = _nvidia_driver()
     return facts
-
-
-if __name__ == "__main__":  # python -m opmatrix.incell.facts OUT VENDOR
-    with open(sys.argv[1], "w") as fh:
-        json.dump(probe(sys.argv[2]), fh)

@@ -17,6 +17,7 @@ import math
 import random
 import statistics
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from opmatrix.core.jobs import JobSpec
@@ -39,6 +40,7 @@ class Contestant:
     failure: ServerGone | None = None
     started_at: str = ""
     block: int = 1  # the group of contestants it was timed with (more than one only when memory ran out)
+    round_group: str = ""  # the id of the rounds it took part in
 
     @property
     def alive(self) -> bool:
@@ -85,6 +87,12 @@ class Rounds:
         self.random = random.Random(settings.seed + first_round)
         self.first_round = first_round  # round numbers continue across blocks of one group
         self.count = 0
+        self.id = uuid.uuid4().hex[:12]
+        for c in contestants:
+            if c.round_group:  # the baseline and its twin, in every block: their rounds span them all
+                c.round_group += "+" + self.id
+            else:
+                c.round_group = self.id
 
     def run(self) -> None:
         started = time.monotonic()
