@@ -43,7 +43,9 @@ TEST_PACKAGES = ("-e", ".[test]", TEST_TORCH, "tilelang==0.1.15", "triton==3.9.0
 def tests(session: nox.Session) -> None:
     """The whole test suite, against real torch, tilelang, triton, nox and Ray (CPU builds)."""
     session.install(*TEST_PACKAGES)
-    session.run("python", "-m", "pytest", *session.posargs)
+    # Three test files at a time: most of the suite waits on worker processes, nox cells and Ray, not on the CPU.
+    # A file's tests stay together (module-scoped runs are shared within a file).
+    session.run("python", "-m", "pytest", "-n", "3", "--dist", "loadfile", *session.posargs)
 
 
 @nox.session(venv_backend="virtualenv", name="unit")

@@ -197,13 +197,8 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
                          + (f"\n  ... and {len(skipped) - SKIPPED_SHOWN} more" if len(skipped) > SKIPPED_SHOWN else ""))
     _note_skipped(store, skipped, console)
     manifest = store.manifest()
-    df = store.consolidate()
-    verdicts = None
-    if verdict_rules.has_pairs(df):
-        df = stats.add_paired_columns(df)
-        kernels_dir = Path(manifest.get("kernels_dir") or paths.KERNELS)
-        loc = effort.table(kernels_dir, set(zip(df.kernel, df.backend)))
-        verdicts = verdict_rules.decide(df, manifest.get("acceptance", {}), loc)
+    df, verdicts = decided(store.consolidate(), manifest)
+    if verdicts is not None:
         (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
     path = report.write_markdown(df, manifest, store.run_dir / "report.md", verdicts)
     report.print_terminal(df, console, verdicts)
@@ -215,6 +210,15 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
         console.print(f"[yellow]{left} of {manifest['planned_jobs']} planned jobs have no result yet "
                       f"({stopped_by(manifest)}): continue with `{escape(resume)}`[/]", soft_wrap=True)
     return store.run_dir
+
+
+def decided(df, manifest: dict):
+    """(rows with their paired statistics, verdicts) for a run timed in rounds; (rows, None) for one that was not."""
+    if not verdict_rules.has_pairs(df):
+        return df, None
+    df = stats.add_paired_columns(df)
+    loc = effort.table(Path(manifest.get("kernels_dir") or paths.KERNELS), set(zip(df.kernel, df.backend)))
+    return df, verdict_rules.decide(df, manifest.get("acceptance", {}), loc)
 
 
 def stopped_by(manifest: dict) -> str:

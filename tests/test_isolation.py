@@ -5,7 +5,7 @@ import pytest
 from opmatrix import plan as plan_mod
 from opmatrix.incell.cell_runner import run_cell
 from opmatrix.matrix import load_matrix
-from tests.conftest import probe_adapter, probe_matrix, write_plugins
+from tests.helpers import probe_adapter, probe_matrix, write_plugins
 
 pytestmark = pytest.mark.integration  # worker processes
 

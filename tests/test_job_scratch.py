@@ -6,7 +6,7 @@ from opmatrix import plan as plan_mod
 from opmatrix.core.result import Result
 from opmatrix.incell.cell_runner import read_result, run_cell, write_result
 from opmatrix.matrix import load_matrix
-from tests.conftest import probe_adapter, probe_matrix, write_plugins
+from tests.helpers import probe_adapter, probe_matrix, write_plugins
 import pytest
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from opmatrix import catalog, paths
 from opmatrix.catalog import Catalog
 from opmatrix.matrix import MatrixError, load_matrix
 
-from .conftest import PROBE_SPEC, REPO
+from tests.helpers import PROBE_SPEC, REPO
 
 BASE = """
 name = "c"

@@ -63,7 +63,7 @@ def test_a_near_miss_of_a_hook_name_is_refused(tmp_path):
 
 
 def test_a_spec_hook_with_the_wrong_signature_is_refused(tmp_path):
-    from tests.conftest import PROBE_SPEC
+    from tests.helpers import PROBE_SPEC
 
     broken = PROBE_SPEC.replace("def make_inputs(w, dtype, device, seed):", "def make_inputs(w, dtype, device):")
     plugin_root(tmp_path, {"impl": GOOD}, spec=broken)

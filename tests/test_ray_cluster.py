@@ -21,7 +21,7 @@ from opmatrix import plan as plan_mod
 from opmatrix.progress import ProgressView
 from opmatrix.scheduling.ray_cluster import RayScheduler
 from opmatrix.matrix import load_matrix
-from tests.conftest import probe_adapter, write_plugins
+from tests.helpers import probe_adapter, write_plugins
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import pytest
 
 from opmatrix.run import RunExists, run
 from opmatrix.scheduling.local import LocalScheduler
-from tests.conftest import probe_adapter, probe_matrix, write_plugins
+from tests.helpers import probe_adapter, probe_matrix, write_plugins
 
 pytestmark = pytest.mark.integration
 

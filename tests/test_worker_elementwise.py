@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from tests.conftest import probe_adapter
-from tests.helpers import copy_plugins, worker_process_row
+from tests.helpers import copy_plugins, probe_adapter, worker_process_row
 
 pytestmark = pytest.mark.integration  # worker processes
 

@@ -4,7 +4,7 @@ Compiled. The jobs run through the worker's phases in this process (tests.helper
 import json
 
 from opmatrix.core.jobs import DeviceInfo, Mode
-from tests.helpers import worker_process_row, plugin_root, worker_row
+from tests.helpers import plugin_root, worker_process_row, worker_row
 
 GOOD = "def build(workload, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2)\n"
 BUILT = """

@@ -88,6 +88,7 @@ class Result:
     aa_round_ms: list[float] = field(default_factory=list)  # the baseline's A/A twin's, in the same rounds
     round_position: list[int] = field(default_factory=list)  # this row's place in each round's shuffled order
     round_sm_mhz: list[float] = field(default_factory=list)  # SM clock after each of its bursts (NVML)
+    round_clock_events: list[str] = field(default_factory=list)  # the driver's clock-event reasons after each burst
     # against the device's measured ceilings (opmatrix.incell.ceilings, once per cell)
     ceiling_tflops: float | None = None
     ceiling_gbps: float | None = None
@@ -163,6 +164,7 @@ _CHECKERS = {
     "float | None": lambda v: v is None or _number(v),
     "bool | None": lambda v: v is None or isinstance(v, bool),
     "list[float]": lambda v: isinstance(v, list) and all(_number(x) for x in v),
+    "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
     "list[int]": lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(Result)}

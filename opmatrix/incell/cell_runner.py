@@ -73,7 +73,8 @@ def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contesta
         rerun_median_ms=statistics.median(half) if half else None, round_ms=c.round_ms,
         baseline_round_ms=aligned(base, c) if base is not None and base is not c else [],
         aa_round_ms=aligned(twin, c), round_position=c.positions,
-        round_sm_mhz=[s["sm_mhz"] for s in c.states if s.get("sm_mhz") is not None])
+        round_sm_mhz=[s["sm_mhz"] for s in c.states if s.get("sm_mhz") is not None],
+        round_clock_events=[",".join(s.get("reasons", [])) for s in c.states])
 
 
 def read_result(path: Path, attempt: str) -> Result | None:

@@ -6,8 +6,9 @@ records, so the numbers it prints are measured, never written down in advance. E
 """
 from __future__ import annotations
 
+import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
@@ -31,19 +32,31 @@ class Observation:
         return self.observed == self.expected
 
 
-OBSERVED: list[Observation] = []  # this session's records, in the order the tests made them
+PROPERTY = "fault-observation"
 
 
 @pytest.fixture
-def observe():
+def observe(request):
     """observe(fault, expected, observed, lost=0, left_behind=0): record before asserting, so a failing test is
-    in the summary too."""
+    in the summary too. The record travels with the test's report, so the summary sees it under pytest-xdist."""
     def record(fault: str, expected: str, observed: str, lost: int = 0, left_behind: int = 0) -> Observation:
         obs = Observation(fault, expected, observed, lost, left_behind)
-        OBSERVED.append(obs)
+        request.node.user_properties.append((PROPERTY, asdict(obs)))
         return obs
 
     return record
+
+
+def observations(tr) -> list[Observation]:
+    """Every record of this session, from the test reports (each test's call phase), in report order."""
+    found = []
+    for kind in ("passed", "failed", "error", "skipped"):
+        for report in tr.stats.get(kind, []):
+            if getattr(report, "when", None) != "call":
+                continue
+            found += [Observation(**value) for name, value in getattr(report, "user_properties", ())
+                      if name == PROPERTY]
+    return found
 
 
 def pytest_collection_modifyitems(config, items):
@@ -56,6 +69,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # under pytest-xdist every worker collects every module: such a run starts when its module runs
     for module in {item.module for item in session.items if hasattr(item.module, "start_early")}:
         EARLY[module.__name__] = module.start_early()
 
@@ -73,19 +88,20 @@ ELSEWHERE = {"tests/test_ray_cluster.py::test_lost_node_is_retried_on_another_no
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not OBSERVED:
-        return
     tr = terminalreporter
+    observed = observations(tr)
+    if not observed:
+        return
     tr.section("fault injection")
-    width = max(len(o.fault) for o in OBSERVED)
+    width = max(len(o.fault) for o in observed)
     tr.write_line(f"{'fault':<{width}}  {'expected':<28} {'observed':<28} ok  lost  left")
-    for o in OBSERVED:
+    for o in observed:
         tr.write_line(f"{o.fault:<{width}}  {o.expected:<28} {o.observed:<28} "
                       f"{'yes' if o.correct else 'NO ':<3} {o.lost:>4}  {o.left_behind:>4}")
-    correct = sum(o.correct for o in OBSERVED)
-    lost = sum(o.lost for o in OBSERVED)
-    left = sum(o.left_behind for o in OBSERVED)
-    tr.write_line(f"faults injected: {len(OBSERVED)}   classified correctly: {correct}   "
+    correct = sum(o.correct for o in observed)
+    lost = sum(o.lost for o in observed)
+    left = sum(o.left_behind for o in observed)
+    tr.write_line(f"faults injected: {len(observed)}   classified correctly: {correct}   "
                   f"results lost: {lost} (must be 0)   processes left behind: {left} (must be 0)")
     outcomes = {r.nodeid: r.outcome for kind in ("passed", "failed", "skipped")
                 for r in tr.stats.get(kind, []) if getattr(r, "when", "call") == "call"}
