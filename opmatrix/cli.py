@@ -182,25 +182,33 @@ def _subcommand(sub, name: str, summary: str, example: str, func):
     return cmd
 
 
+MATRIX_HELP = ("matrix file: a path, one from the project root (matrix/h200.toml), or a name in matrix/ "
+               "(default: matrix/default.toml)")
+EXIT_CODES = ("exit codes: 0 done; 1 a row failed (run --fail-on); 2 bad input (matrix, arguments, a locked or "
+              "unknown run); 130 / 143 interrupted by SIGINT / SIGTERM (continue with --resume)")
+
+
 def parser() -> argparse.ArgumentParser:
     from opmatrix import __version__
 
     p = argparse.ArgumentParser(prog="opmatrix", description="Run every kernel backend on every device and "
-                                "toolchain of a matrix file; store results; report coverage, correctness, speed.",
+                                "toolchain of a matrix file; store results; report coverage, correctness, speed "
+                                "and verdicts.",
                                 epilog="example:\n  opmatrix plan matrix/h200.toml\n  opmatrix run matrix/h200.toml "
-                                "--run-id h200-nightly\n  opmatrix report h200-nightly\n\nexit codes: 0 done; 1 a row "
-                                "failed (run --fail-on); 2 bad input (matrix, arguments, a locked or unknown run); "
-                                "130 / 143 interrupted by SIGINT / SIGTERM (continue with --resume)",
+                                "--run-id h200-nightly\n  opmatrix report h200-nightly\n\n" + EXIT_CODES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"opmatrix {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    default = str(paths.DEFAULT_MATRIX)
-    matrix_help = ("matrix file: a path, one from the project root (matrix/h200.toml), or a name in matrix/ "
-                   "(default: matrix/default.toml)")
+    for add in (_run_parser, _deployments_parser, _report_parser, _plan_parser, _hosts_parsers):
+        add(sub)
+    return p
+
+
+def _run_parser(sub) -> None:
     r = _subcommand(sub, "run", "run a matrix file: every job in its cell's environment, each result stored as it "
                     "lands, then report.md", "  opmatrix run matrix/h200.toml --run-id h200-nightly --deadline-s 480\n"
                     "  opmatrix run matrix/h200.toml --run-id h200-nightly --resume --redo lost,crashed", _cmd_run)
-    r.add_argument("matrix", nargs="?", default=default, help=matrix_help)
+    r.add_argument("matrix", nargs="?", default=str(paths.DEFAULT_MATRIX), help=MATRIX_HELP)
     r.add_argument("--reports", default=str(paths.REPORTS), help="where run folders go (default: reports/)")
     r.add_argument("--run-id", help="name of the run folder (default: <UTC time>-<matrix name>)")
     r.add_argument("--address", help="Ray cluster to run on (ray://host:10001 or host:6379; default: "
@@ -215,32 +223,43 @@ def parser() -> argparse.ArgumentParser:
                    "resumable (for time-boxed machines)")
     r.add_argument("--fail-on", default=",".join(status.FAILED), help="exit 1 when a row has one of these "
                    f"statuses (default: {','.join(status.FAILED)})")
+
+
+def _deployments_parser(sub) -> None:
     d = _subcommand(sub, "deployments", "the supported-deployments table per kernel: for each device and "
                     "toolchain, which backend to ship, from the verdicts of stored runs (latest run wins)",
                     "  opmatrix deployments\n  opmatrix deployments 20261201-h200-paired --json", _cmd_deployments)
     d.add_argument("runs", nargs="*", help="run ids or folders (default: every run under reports/)")
     d.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
     d.add_argument("--json", action="store_true", help="machine-readable output")
-    rep = _subcommand(sub, "report", "rebuild results.parquet and report.md of a run from its results.jsonl",
-                      "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder --strict",
-                      _cmd_report)
+
+
+def _report_parser(sub) -> None:
+    rep = _subcommand(sub, "report", "rebuild results.parquet, verdicts.json and report.md of a run from its "
+                      "results.jsonl", "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder "
+                      "--strict", _cmd_report)
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
     rep.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
     rep.add_argument("--strict", action="store_true", help="refuse (exit 2) when results.jsonl has lines that are "
                      "not valid rows, instead of reporting from the others and listing them")
+
+
+def _plan_parser(sub) -> None:
     pl = _subcommand(sub, "plan", "show the cells and jobs a matrix file plans, without running anything",
                      "  opmatrix plan matrix/h200.toml\n  opmatrix plan ~/my-matrix.toml --json", _cmd_plan)
-    pl.add_argument("matrix", nargs="?", default=default, help=matrix_help)
+    pl.add_argument("matrix", nargs="?", default=str(paths.DEFAULT_MATRIX), help=MATRIX_HELP)
     pl.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _hosts_parsers(sub) -> None:
     h = _subcommand(sub, "hosts", "show this host's devices and which matrix devices they satisfy",
                     "  opmatrix hosts matrix/h200.toml", _cmd_hosts)
-    h.add_argument("matrix", nargs="?", default=default, help=matrix_help)
+    h.add_argument("matrix", nargs="?", default=str(paths.DEFAULT_MATRIX), help=MATRIX_HELP)
     hr = _subcommand(sub, "host-resources", "print the `ray start` arguments that advertise this host's devices "
                      "(GPU model, arch, vendor, count), detected from the host itself",
                      "  eval ray start --address=HEAD:6379 $(opmatrix host-resources)\n"
                      "  opmatrix host-resources --json", _cmd_host_resources)
     hr.add_argument("--json", action="store_true", help="machine-readable output")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
