@@ -202,15 +202,21 @@ def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[float]],
     return failing, ratio_sets, worst
 
 
-def _tuning_seconds(rows) -> float | None:
-    seconds = []
+def _tuning_records(rows) -> list[dict]:
+    """The autotuner's records (opmatrix.kit.tune) in the rows' recorded configurations."""
+    records = []
     for text in rows.config.dropna():
         try:
             tuning = json.loads(text).get("tuning")
         except (ValueError, AttributeError):
             continue
         if tuning:
-            seconds.append(tuning["seconds"][0])
+            records.append(tuning)
+    return records
+
+
+def _tuning_seconds(rows) -> float | None:
+    seconds = [t["seconds"][0] for t in _tuning_records(rows)]
     return float(sum(seconds) / len(seconds)) if seconds else None
 
 
@@ -245,15 +251,8 @@ def _cross(fixed, tuned) -> list[float]:
 
 
 def _held(rows) -> str:
-    results = []
-    for text in rows.config.dropna():
-        try:
-            tuning = json.loads(text).get("tuning")
-        except (ValueError, AttributeError):
-            continue
-        if tuning:
-            results.append(bool(tuning.get("stable")))
-    return f"{sum(results)}/{len(results)}" if results else "n/a"
+    held = [bool(t.get("stable")) for t in _tuning_records(rows)]
+    return f"{sum(held)}/{len(held)}" if held else "n/a"
 
 
 def to_json(verdicts: list[Verdict]) -> str:
