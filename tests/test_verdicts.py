@@ -5,7 +5,7 @@ import pytest
 
 from opmatrix.core.result import Result
 from opmatrix.decide import stats
-from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, decide
+from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_RUN, decide
 from opmatrix.store import add_speedup, frame
 
 ACCEPT = {"baseline": "torch", "min_speedup": 1.05}
@@ -108,3 +108,11 @@ def test_pairing_cancels_drift_that_sequential_timing_cannot():
     assert 1.07 < fast.speedup_lo and fast.speedup_hi < 1.13
     aa = df[df.backend == "torch"].iloc[0]
     assert aa.aa_lo < 1.0 < aa.aa_hi
+
+
+def test_a_device_no_host_had_is_not_run_with_its_builds_never_a_gap():
+    results = rows({"tile": 1.2}, seed=7, status={("torch", "w1"): "no_host", ("torch", "w2"): "no_host",
+                                                 ("tile", "w1"): "compiles", ("tile", "w2"): "unsupported"})
+    v = verdict_of(results)
+    assert v.verdict == NOT_RUN and v.reason == ("no host had this device; builds for it: tile; "
+                                                 "unsupported there: tile")

@@ -86,8 +86,8 @@ def _verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_er
     targets = sorted({(w, d) for w, d in zip(g.workload, g.dtype)})
     v = Verdict(kernel, device, toolchain, NOT_RUN, workloads=[f"{w} {d}" for w, d in targets])
     ran = g[~g.status.isin([status.NO_HOST, *status.BUILD_ONLY])]
-    if ran.empty:
-        return _not_run(v, g)
+    if ran.empty or (g[g.backend == baseline].status == status.NO_HOST).all():
+        return _not_run(v, g)  # no host had the device: at most compile-only builds for it
     base = baseline_rows(ran, baseline)
     base_ok = {(w, d) for w, d, s in zip(base.workload, base.dtype, base.status) if s == status.OK}
     missing = [f"{w} {d}" for w, d in targets if (w, d) not in base_ok]
@@ -110,9 +110,12 @@ def baseline_rows(ran, baseline: str):
 
 
 def _not_run(v: Verdict, g) -> Verdict:
-    built = g[g.status.isin(status.BUILD_ONLY)]
-    labels = sorted({backend_label(b, x) for b, x in zip(built.backend, built.variant)})
-    v.reason = "no host had this device" + (f"; builds for it: {', '.join(labels)}" if labels else "")
+    """No host had the device: what was built for it, and what does not cover it (a separate implementation)."""
+    v.reason = "no host had this device"
+    for what, statuses in (("builds for it", status.BUILD_ONLY), ("unsupported there", (status.UNSUPPORTED,))):
+        rows = g[g.status.isin(statuses)]
+        labels = sorted({backend_label(b, x) for b, x in zip(rows.backend, rows.variant)})
+        v.reason += f"; {what}: {', '.join(labels)}" if labels else ""
     return v
 
 
@@ -194,6 +197,8 @@ def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[float]],
             failing.append(f"{w} {d}: {r.status if r is not None else 'not run'}")
         elif max_rel_err is not None and r.rel_err == r.rel_err and r.rel_err > max_rel_err:
             failing.append(f"{w} {d}: rel_err {r.rel_err:.2g} > max_rel_err {max_rel_err:g}")
+        elif r.timer == "correctness-only":
+            failing.append(f"{w} {d}: correctness only here (its timings would mean nothing)")
         elif len(ratios := stats.ratios(r.round_ms, r.baseline_round_ms) if r.pairing else []) < 3:
             failing.append(f"{w} {d}: not timed in rounds with the baseline")
         else:
