@@ -1,4 +1,5 @@
 """Placement, retry and dispatch decisions as pure functions: no Ray cluster, no nox."""
+import dataclasses
 import socket
 
 import pytest
@@ -66,10 +67,13 @@ def test_compile_only_cells_of_one_toolchain_share_an_environment(plans):
     assert a.session.startswith("compile-nvidia-pinned-") and a.session != plans[0]["h200.pinned"].session
 
 
-def test_system_toolchain_has_no_compile_only_build_and_says_why(plans):
+def test_no_compile_only_build_without_a_known_arch_or_when_turned_off(plans):
     p = plans[0]["h200.host"]
-    assert compile_plan(p) is None
-    assert "system = true" in no_host_reason(p, "here")
+    assert compile_plan(p).mode is Mode.COMPILE  # a host toolchain builds for it too, with what this host has
+    assert compile_plan(p.replace(settings=dataclasses.replace(p.settings, compile_only=False))) is None
+    auto = p.replace(cell=dataclasses.replace(p.cell, device=dataclasses.replace(p.cell.device, arch="auto")))
+    assert compile_plan(auto) is None
+    assert "no host of this run offers device 'h200'" in no_host_reason(p, "here")
 
 
 def test_route_picks_a_node_resource_matching_the_device(plans):

@@ -16,20 +16,14 @@ class SchedulerError(Exception):
 
 def compile_plan(plan: CellPlan) -> CellPlan | None:
     """The compile-only version of a cell whose device no host has, or None when it cannot have one: compile-only
-    is off, the arch is 'auto' (nothing to build for), or the toolchain is a host image's own packages
-    (`system = true`: with no host of that device there is no such image here to build with)."""
-    cell = plan.cell
-    if not plan.settings.compile_only or cell.device.arch == "auto" or cell.toolchain.system:
+    is off, or the arch is 'auto' (nothing to build for). It is built in the cell's toolchain on a CPU host."""
+    if not plan.settings.compile_only or plan.cell.device.arch == "auto":
         return None
     return plan.replace(mode=Mode.COMPILE)
 
 
 def no_host_reason(plan: CellPlan, where: str, who: str = "no host of this run") -> str:
-    why = f"{who} offers device {plan.cell.device.id!r} ({plan.cell.device.describe()}); {where}"
-    if plan.settings.compile_only and plan.cell.toolchain.system and plan.cell.device.arch != "auto":
-        why += ("; no compile-only build either: toolchain "
-                f"{plan.cell.toolchain.name!r} is a host image's own packages (system = true)")
-    return why
+    return f"{who} offers device {plan.cell.device.id!r} ({plan.cell.device.describe()}); {where}"
 
 
 def no_host_rows(plan: CellPlan, why: str) -> Iterator[Result]:
