@@ -3,6 +3,8 @@ actually ran with. Probed once per cell, in a process of the cell's own environm
 (so the version is the one imported, not the one a resolver promised). Stdlib only at import."""
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import platform
 import shutil
 import socket
@@ -15,6 +17,17 @@ def _imported_version(module: str) -> str:
     except Exception as exc:  # not installed, or broken: both are facts worth keeping
         return "" if isinstance(exc, ImportError) else f"broken: {type(exc).__name__}"
     return str(getattr(mod, "__version__", "unknown"))
+
+
+def _installed_version(module: str) -> str:
+    """The version of the distribution this environment would import `module` from, without importing it
+    (TileLang's import costs seconds per cell). The version each row's backend imported is its backend_version."""
+    if importlib.util.find_spec(module) is None:
+        return ""
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return _imported_version(module)
 
 
 def _cpu_name() -> str:
@@ -50,7 +63,7 @@ def _nvidia_driver() -> str:
 def probe(vendor: str) -> dict:
     facts = {"host": socket.gethostname(), "python": platform.python_version(),
              "torch": _imported_version("torch"), "triton": _imported_version("triton"),
-             "tilelang": _imported_version("tilelang"), "device_name": "", "arch": "", "driver": "",
+             "tilelang": _installed_version("tilelang"), "device_name": "", "arch": "", "driver": "",
              "runtime": ""}
     if vendor == "cpu":
         facts.update(device_name=_cpu_name(), arch=platform.machine(), runtime="cpu")
