@@ -21,7 +21,7 @@ def test_plan_json_lists_cells_and_jobs():
     out = opmatrix("plan", "--json")
     assert out.returncode == 0, out.stderr
     cells = {c["cell"]: c for c in json.loads(out.stdout)}
-    assert {"cpu.pinned", "h200.host", "mi300x.host"} <= set(cells)
+    assert {"cpu.pinned", "h200.pinned", "mi300x.pinned", "local-gpu.host"} <= set(cells)
     job = cells["cpu.pinned"]["jobs"][0]
     assert set(job) == {"kernel", "workload", "dtype", "backend", "variant", "timeout_s"}
 
