@@ -1,4 +1,5 @@
-"""The cell runner: run every job of one cell, each in a fresh worker process with a time limit.
+"""The cell runner: run every job of one cell, each in a fresh worker process with a time limit, and time the jobs
+of one (kernel, workload, dtype) together in rounds (opmatrix.incell.rounds) once they passed correctness.
 
 `run_cell(plan)` yields one Result per job, whatever happens to the worker: a segfault becomes `crashed`, a hang
 `timeout`, and the next job goes on. Run as `python -m opmatrix.incell.cell_runner PLAN.json` inside the cell's
@@ -56,7 +57,7 @@ def contest_groups(jobs) -> list[list[JobSpec]]:
 
 
 def out_of_memory(row: Result) -> bool:
-    return row.status == getattr(status, "OOM", "oom") or "out of memory" in row.error.lower()
+    return row.status == status.OOM or "out of memory" in row.error.lower()
 
 
 def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contestant | None) -> Result:
