@@ -27,7 +27,7 @@ from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask
 from opmatrix.core.result import Result
 from opmatrix.incell import plugins, telemetry
 from opmatrix.incell.processes import die_with_parent, run_limited, signal_name, tail
-from opmatrix.incell.rounds import Contestant, Rounds, RoundSettings, aligned
+from opmatrix.incell.rounds import Contestant, Rounds, aligned
 from opmatrix.incell.servers import Server, ServerGone
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
@@ -109,10 +109,6 @@ class CellRunner:
         self.ceilings = measured.get("ceilings") or {}
         arch = d.arch if d.arch != "auto" else self.facts.get("arch", "")
         self.device = DeviceInfo(d.id, d.vendor, arch, self.facts.get("device_name", ""))
-        st = plan.settings
-        self.round_settings = RoundSettings(rounds=st.rounds, max_rounds=st.max_rounds, extra_s=st.round_extra_s,
-                                            warmup_ms=st.burst_warmup_ms, burst_ms=st.burst_ms,
-                                            threshold=st.min_speedup, seed=st.seed)
 
     def results(self) -> Iterator[Result]:
         for group in contest_groups(self.plan.partners + self.plan.jobs):
@@ -146,7 +142,7 @@ class CellRunner:
             racers = members + [c for c in (base, twin) if c is not None and c not in members]
             if not racers:
                 break
-            rounds = Rounds(racers, base, self.round_settings, first_round)
+            rounds = Rounds(racers, base, self.plan.settings, first_round)
             rounds.run()
             first_round += rounds.count
             yield from (self._timed_row(c, base, twin) for c in members if c is not base)

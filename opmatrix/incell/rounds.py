@@ -3,7 +3,7 @@
 Each round visits every live contestant once, in a freshly shuffled order, and takes one short burst of samples
 from each (one contestant on the device at a time). The baseline is in every round, and so is its A/A twin: a
 second, independent build of the baseline whose ratio to the baseline measures the noise of these rounds. After
-`rounds` rounds, more are added (up to `max_rounds` and `extra_s` seconds) while a contestant's interval on its
+`rounds` rounds, more are added (up to `max_rounds` and `round_extra_s` seconds) while a contestant's interval on its
 ratio to the baseline still straddles the decision threshold.
 
 The stopping rule needs an interval inside the cell, where only the standard library exists: it uses the
@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from opmatrix.core.jobs import JobSpec
+from opmatrix.core.jobs import JobSpec, Settings
 from opmatrix.incell.servers import Server, ServerGone
 
 BURST_LIMIT_S = 120.0  # one burst that takes longer than this (or its job's time limit) is a hang
@@ -47,17 +47,6 @@ class Contestant:
         return self.failure is None
 
 
-@dataclass(frozen=True)
-class RoundSettings:
-    rounds: int = 10
-    max_rounds: int = 30
-    extra_s: float = 60.0
-    warmup_ms: float = 5.0
-    burst_ms: float = 20.0
-    threshold: float = 1.05  # the smallest speed-up worth deciding on (acceptance.min_speedup)
-    seed: int = 0
-
-
 def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
     """Distribution-free interval of the median: order statistics x(k), x(n-k+1) with the largest k whose binomial
     tail P(Bin(n, 1/2) < k) stays within (1 - confidence) / 2. Whole range when n is too small."""
@@ -81,7 +70,7 @@ def straddles(ratios: list[float], threshold: float) -> bool:
 
 
 class Rounds:
-    def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: RoundSettings,
+    def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: Settings,
                  first_round: int = 0) -> None:
         self.contestants, self.baseline, self.settings = contestants, baseline, settings
         self.random = random.Random(settings.seed + first_round)
@@ -101,7 +90,7 @@ class Rounds:
                 break
             if self.count >= self.settings.max_rounds:
                 break
-            if self.count >= self.settings.rounds and time.monotonic() - started > self.settings.extra_s:
+            if self.count >= self.settings.rounds and time.monotonic() - started > self.settings.round_extra_s:
                 break
             self._round()
 
@@ -112,9 +101,9 @@ class Rounds:
         order = self._live()
         self.random.shuffle(order)
         for position, c in enumerate(order):
-            limit = min(c.job.timeout_s, BURST_LIMIT_S + 20 * (self.settings.warmup_ms + self.settings.burst_ms) / 1e3)
+            limit = min(c.job.timeout_s, BURST_LIMIT_S + 20 * (self.settings.burst_warmup_ms + self.settings.burst_ms) / 1e3)
             try:
-                reply = c.server.burst(self.settings.warmup_ms, self.settings.burst_ms, limit)
+                reply = c.server.burst(self.settings.burst_warmup_ms, self.settings.burst_ms, limit)
             except ServerGone as gone:
                 c.failure = gone
                 continue
@@ -135,7 +124,7 @@ class Rounds:
             if c is base:
                 continue
             ratios = paired_ratios(base, c)  # this block's rounds and any before
-            if len(ratios) >= 3 and straddles(ratios, self.settings.threshold):
+            if len(ratios) >= 3 and straddles(ratios, self.settings.min_speedup):
                 return True
         return False
 
