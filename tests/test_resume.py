@@ -13,15 +13,15 @@ pytestmark = pytest.mark.integration
 
 # The first job sleeps past the deadline in its build: it finishes, the second job is never started.
 SLEEPY = ("import time\n\ndef build(w, dtype, device, variant):\n"
-          "    time.sleep(20 if w['n'] == 256 else 0)\n"
+          "    time.sleep(45 if w['n'] == 256 else 0)\n"
           "    return lambda x, out: out.copy_(x * 2)\n")
 
 
 def test_deadline_then_resume_runs_only_what_is_left(tmp_path):
     write_plugins(tmp_path, "probe", {"sleepy": SLEEPY}, probe_adapter("wallclock"))
-    matrix = probe_matrix(tmp_path, "resume", ["sleepy"], ["quick", "small"], timeout_s=60, rep_ms=5)
+    matrix = probe_matrix(tmp_path, "resume", ["sleepy"], ["quick", "small"], timeout_s=120, rep_ms=5)
     reports, scratch = tmp_path / "reports", tmp_path / "scratch"
-    folder = run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler(), deadline_s=15)
+    folder = run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler(), deadline_s=45)
     first = pd.read_parquet(folder / "results.parquet")
     assert list(first.workload) == ["quick"] and list(first.status) == ["ok"]
     assert "1 of 2 planned jobs have no result yet" in (folder / "report.md").read_text()
