@@ -24,7 +24,7 @@ from opmatrix import paths
 from tests.faults import plugins
 from tests.faults.harness import EARLY, Background, key, left_behind, opmatrix, rows, unique_run_id
 
-HANG_TIMEOUT_S = 3
+HANG_TIMEOUT_S = 10  # room for the worker to import torch and reach its first call on a loaded machine
 # A run with failed rows exits 0 here; 1 where `opmatrix run --fail-on` gates on them (its default: every failure).
 FAILED_ROWS_EXIT = (0, 1)
 UNINSTALLABLE = "opmatrix-fault-suite-no-such-package==1.0"
