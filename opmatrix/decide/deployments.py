@@ -4,7 +4,8 @@ toolchain), the latest one counts and says so.
 
     supported            adopt X, or keep the framework: ship that backend
     supported (caveat)   the framework runs, but a contestant was inconclusive: more rounds could change it
-    unsupported          gap (the framework does not run correctly there) or no host ran the device
+    unsupported          gap: the framework does not run correctly there (a separate implementation is needed)
+    not tested           no host ran the device (the builds made for it are named)
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_RUN
 
 VERDICTS_JSON = "verdicts.json"
 SUPPORT = {ADOPT: "supported", KEEP: "supported", INCONCLUSIVE: "supported (caveat)", GAP: "unsupported",
-           NOT_RUN: "unsupported"}
+           NOT_RUN: "not tested"}
 
 
 @dataclass
