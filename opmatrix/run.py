@@ -22,12 +22,9 @@ from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
-from opmatrix.store import MANIFEST, RESULTS_JSONL, SKIPPED, ResultStore, StoreError, known_runs
+from opmatrix.store import MANIFEST, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, ResultStore, StoreError, known_runs
 
 SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
-
-
-VERDICTS_JSON = "verdicts.json"
 
 
 class RunExists(Exception):

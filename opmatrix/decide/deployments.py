@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_RUN
+from opmatrix.store import VERDICTS_JSON
 
-VERDICTS_JSON = "verdicts.json"
 SUPPORT = {ADOPT: "supported", KEEP: "supported", INCONCLUSIVE: "supported (caveat)", GAP: "unsupported",
            NOT_RUN: "not tested"}
 
