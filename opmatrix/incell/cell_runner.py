@@ -192,8 +192,7 @@ class CellRunner:
         result = read_result(server.result_path, server.task.attempt)
         code = server.proc.returncode
         if result is None:
-            phase_file = server.folder / "phase"
-            phase = phase_file.read_text() if phase_file.is_file() else "start"
+            phase = server.phase("start")
             how = f"killed by {signal_name(code)}" if code < 0 else f"exited with code {code}"
             result = Result(status=status.CRASHED, phase=phase, error=f"worker {how} in phase {phase} without a result")
         result.stderr_tail = server.log_tail()
@@ -202,10 +201,7 @@ class CellRunner:
     def _failed(self, server: Server, gone: ServerGone) -> Result:
         """A worker that died or hung: what it had recorded (correctness) with the failure on top."""
         row = read_result(server.result_path, server.task.attempt) or Result()
-        phase_file = server.folder / "phase"
-        phase = phase_file.read_text() if phase_file.is_file() else gone.row.phase
-        error = gone.row.error if gone.row.phase == phase else gone.row.error.replace(gone.row.phase, phase)
-        return dataclasses.replace(row, status=gone.row.status, phase=phase, error=error,
+        return dataclasses.replace(row, status=gone.row.status, phase=gone.row.phase, error=gone.row.error,
                                    stderr_tail=server.log_tail())
 
     def _timed_row(self, c: Contestant, base: Contestant | None, twin: Contestant | None) -> Result:

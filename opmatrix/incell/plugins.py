@@ -20,7 +20,6 @@ from types import ModuleType
 from typing import Callable
 
 from opmatrix.core import status
-from opmatrix.core.jobs import DeviceInfo  # noqa: F401  (the device as plugins see it)
 from opmatrix.incell import contract
 from opmatrix.incell.contract import PluginError
 

@@ -109,7 +109,13 @@ class Server:
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line
 
+    def phase(self, default: str) -> str:
+        """The phase the worker last reported (its `phase` file), or `default` before it reported one."""
+        path = self.folder / "phase"
+        return path.read_text() if path.is_file() else default
+
     def _gone(self, timed_out_after: float | None, phase: str) -> Result:
+        phase = self.phase(phase)
         if timed_out_after is not None:
             self.kill()
             return Result(status=status.TIMEOUT, phase=phase,
