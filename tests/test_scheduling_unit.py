@@ -117,3 +117,15 @@ def test_run_with_a_dead_address_exits_2_without_a_run_folder(tmp_path, capsys):
     assert code == 2 and time.monotonic() - start < 30
     assert "does not answer" in capsys.readouterr().err
     assert not (tmp_path / "reports" / "dead").exists()
+
+
+def test_visible_devices_pin_one_gpu_of_a_host_like_any_cuda_program():
+    from opmatrix.scheduling.hosts import HostDevice, visible
+
+    gpus = [HostDevice("nvidia", "0", "NVIDIA H200", "sm_90"), HostDevice("nvidia", "1", "NVIDIA H200", "sm_90"),
+            HostDevice("amd", "0", "MI300X", "gfx942")]
+    assert visible(gpus, {}) == gpus
+    assert [g.index for g in visible(gpus, {"CUDA_VISIBLE_DEVICES": "1"}) if g.vendor == "nvidia"] == ["1"]
+    assert [g.vendor for g in visible(gpus, {"CUDA_VISIBLE_DEVICES": ""})] == ["amd"]
+    assert visible(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-3f2a"}) == gpus  # UUIDs: left to the driver
+    assert [g.index for g in visible(gpus, {"HIP_VISIBLE_DEVICES": "1,2"}) if g.vendor == "amd"] == []

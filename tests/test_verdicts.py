@@ -116,3 +116,19 @@ def test_a_device_no_host_had_is_not_run_with_its_builds_never_a_gap():
     v = verdict_of(results)
     assert v.verdict == NOT_RUN and v.reason == ("no host had this device; builds for it: tile; "
                                                  "unsupported there: tile")
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_two_clear_winners_within_the_threshold_of_each_other_go_to_the_fewer_lines(seed):
+    """1.52x vs 1.49x, intervals apart: being 2 % faster than another candidate is not worth its extra code when
+    5 % is the bar against the framework; the shorter implementation is chosen, whichever wins the run."""
+    results = rows({"short": 1.49, "long": 1.52}, seed=seed, rounds=30, noise=0.003)
+    (v,) = decide(add_speedup(frame(results), "torch"), ACCEPT, loc={("k", "short"): 28, ("k", "long"): 46})
+    assert v.verdict == ADOPT and v.choice == "short", v.reason
+    assert "fewer lines of code (28 vs 46)" in v.reason
+
+
+def test_a_winner_ahead_by_more_than_the_threshold_is_chosen_despite_more_lines():
+    results = rows({"short": 1.20, "long": 1.60}, seed=13, rounds=30, noise=0.003)
+    (v,) = decide(add_speedup(frame(results), "torch"), ACCEPT, loc={("k", "short"): 28, ("k", "long"): 46})
+    assert v.verdict == ADOPT and v.choice == "long", v.reason

@@ -21,7 +21,7 @@ from opmatrix import paths
 from opmatrix.core import status
 from opmatrix.core.jobs import CellPlan
 from opmatrix.core.result import Result
-from opmatrix.incell.cell_runner import RESULT_PREFIX
+from opmatrix.incell.cell_runner import READY_LINE, RESULT_PREFIX
 from opmatrix.incell.processes import kill_group, popen
 
 LOG_TAIL_LINES = 40
@@ -35,14 +35,16 @@ def nox_command(session: str) -> list[str]:
 
 @contextlib.contextmanager
 def environment_lock(session: str):
-    """One cell at a time in a cell environment: nox creates, fills and reuses `.nox/<session>` without locking,
-    so two runs on one machine that need the same environment (same toolchain, same device) take turns."""
+    """One builder at a time per cell environment: nox creates, fills and reuses `.nox/<session>` without
+    locking, so two runs on one machine that need the same environment (same toolchain, same device) take turns
+    while it is built. Yields `release`, called once the cell runner has started in the finished environment:
+    from then on the environment is only read, and the other run's cell may start (on another GPU, say)."""
     envdir = paths.ROOT / ".nox"
     envdir.mkdir(exist_ok=True)
     with open(envdir / f"{session}.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            yield
+            yield lambda: fcntl.flock(fh, fcntl.LOCK_UN)
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
@@ -55,7 +57,7 @@ def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None) -> Iterator[R
     env = dict(os.environ, OPMATRIX_CELL_PLAN=str(plan_file), **(extra_env or {}))
     done: set[tuple] = set()
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
-    with environment_lock(plan.session), open(scratch / "nox.log", "w") as log:
+    with environment_lock(plan.session) as release_environment, open(scratch / "nox.log", "w") as log:
         proc = popen(nox_command(plan.session), new_group=True, env=env, stdout=subprocess.PIPE,
                      stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=paths.ROOT)
         try:
@@ -64,6 +66,8 @@ def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None) -> Iterator[R
                     result = Result.from_json(line[len(RESULT_PREFIX):])
                     done.add(result.key())
                     yield result
+                elif line.rstrip("\n") == READY_LINE:
+                    release_environment()
                 else:
                     log.write(line)
                     log.flush()

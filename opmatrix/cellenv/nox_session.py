@@ -36,6 +36,15 @@ def _host_site_dirs(python: str) -> list[str]:
     return json.loads(out.stdout)
 
 
+def _write_if_changed(path: Path, text: str) -> None:
+    """Atomically, and only when different: a cell of another run may be starting Python in this environment."""
+    if path.is_file() and path.read_text() == text:
+        return
+    staged = path.with_name(path.name + f".{os.getpid()}.tmp")
+    staged.write_text(text)
+    os.replace(staged, path)
+
+
 def _install_args(toolchain: ToolchainSpec, vendor: str) -> list[str]:
     args = list(toolchain.packages)
     index = toolchain.index.get(vendor)
@@ -58,7 +67,7 @@ def register(plan_file: str) -> None:
     def cell_session(session: nox.Session) -> None:
         site = _purelib(session)
         if toolchain.system:
-            (site / "_opmatrix_host_site.pth").write_text("\n".join(_host_site_dirs(host_python())) + "\n")
+            _write_if_changed(site / "_opmatrix_host_site.pth", "\n".join(_host_site_dirs(host_python())) + "\n")
         args = _install_args(toolchain, vendor)
         wanted = hashlib.sha256(json.dumps(args).encode()).hexdigest()
         marker = Path(session.virtualenv.location) / MARKER

@@ -3,7 +3,9 @@
 - keep framework: no contestant is correct on every target workload and faster, with the lower bound of its
   geometric-mean interval above the threshold. The default answer.
 - adopt <backend[variant]>: correct everywhere, and its geometric-mean speed-up interval lies above the threshold;
-  among several, the fastest, and among those whose intervals overlap it, the one with the fewest lines of code.
+  among several, the one with the fewest lines of code of those tied with the fastest. Tied: its interval
+  overlaps the fastest's, or the fastest is ahead of it by less than the threshold; a faster implementation must
+  clear the same bar against another candidate as against the framework to be worth its extra code.
 - gap: the framework does not run correctly on this device for every target workload: a separate implementation
   is needed (the rows that do cover it are named).
 - inconclusive: a contestant's interval reaches past min_speedup but not clear of the threshold, even after the
@@ -143,13 +145,14 @@ def _choose(v: Verdict, baseline: str, min_speedup: float, workloads: int) -> No
     open_ = [c for c in eligible if c.lo <= v.threshold and c.hi > min_speedup]
     if adoptable:
         best = max(adoptable, key=lambda c: c.geomean)
-        tied = [c for c in adoptable if c.hi >= best.lo]
+        tied = [c for c in adoptable if c.hi >= best.lo or best.geomean / c.geomean < v.threshold]
         choice = min(tied, key=lambda c: (c.lines_of_code or 10 ** 9, -c.geomean))
         v.verdict, v.choice = ADOPT, choice.label
         v.reason = (f"{choice.label}: {choice.speedup} over {baseline} (geometric mean over {workloads} "
                     f"workloads; worst {choice.worst}), above the threshold {v.threshold:.3f}")
         if choice is not best:
-            v.reason += f"; chosen over {best.label} ({best.speedup}) for fewer lines of code"
+            v.reason += (f"; chosen over {best.label} ({best.speedup}, ahead by less than the threshold) for "
+                         f"fewer lines of code ({choice.lines_of_code} vs {best.lines_of_code})")
     elif open_:
         v.verdict = INCONCLUSIVE
         v.reason = "; ".join(f"{c.label} {c.speedup} reaches past min_speedup {min_speedup:g} but not clear of "

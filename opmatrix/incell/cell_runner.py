@@ -31,6 +31,7 @@ from opmatrix.incell.rounds import Contestant, Rounds, aligned
 from opmatrix.incell.servers import Server, ServerGone
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
+READY_LINE = "OPMATRIX-CELL-READY"  # the environment is built and the runner started: it may be shared now
 PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls), in one process
 FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton")
 
@@ -233,6 +234,8 @@ def run_cell(plan: CellPlan) -> Iterator[Result]:
 def main(argv: list[str]) -> int:
     die_with_parent()
     plan = CellPlan.from_json(Path(argv[0]).read_text())
+    sys.stdout.write(READY_LINE + "\n")
+    sys.stdout.flush()
     for result in run_cell(plan):
         sys.stdout.write(RESULT_PREFIX + result.to_json() + "\n")
         sys.stdout.flush()

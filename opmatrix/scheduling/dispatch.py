@@ -8,6 +8,7 @@ from typing import Iterator
 from opmatrix.core import status
 from opmatrix.core.jobs import CellPlan, Mode
 from opmatrix.core.result import Result
+from opmatrix.scheduling import hosts
 
 
 class SchedulerError(Exception):
@@ -33,5 +34,5 @@ def no_host_rows(plan: CellPlan, why: str) -> Iterator[Result]:
 
 def device_env(vendor: str, index: str) -> dict:
     """The variable that gives a cell one GPU of a local host."""
-    var = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}.get(vendor)
+    var = hosts.VISIBLE_DEVICES_VARS.get(vendor)
     return {var: index} if var else {}

@@ -8,6 +8,7 @@ A host GPU goes to every matrix device whose vendor, arch and name pattern it ma
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import shutil
@@ -87,8 +88,25 @@ def amd_gpus() -> list[HostDevice]:
     return gpus
 
 
+VISIBLE_DEVICES_VARS = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}
+
+
+def visible(gpus: list[HostDevice], environ: dict) -> list[HostDevice]:
+    """The GPUs this process was given: a host with several GPUs can run one opmatrix per GPU by setting
+    CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES to host indices (e.g. "1" or "0,2"), as for any CUDA program.
+    Unset: all of them. Set to something other than host indices (UUIDs): all of them, as the driver decides."""
+    kept = []
+    for gpu in gpus:
+        value = environ.get(VISIBLE_DEVICES_VARS[gpu.vendor])
+        indices = [part.strip() for part in value.split(",")] if value is not None else None
+        if indices is None or not all(part.isdigit() for part in indices if part) or gpu.index in indices:
+            kept.append(gpu)
+    return kept
+
+
 def detect_local() -> list[HostDevice]:
-    return [HostDevice("cpu", "", _cpu_name(), platform.machine())] + nvidia_gpus() + amd_gpus()
+    gpus = visible(nvidia_gpus() + amd_gpus(), dict(os.environ))
+    return [HostDevice("cpu", "", _cpu_name(), platform.machine())] + gpus
 
 
 def _matches(device, host: HostDevice) -> bool:
