@@ -117,6 +117,50 @@ def _cmd_deployments(args) -> int:
     return 0
 
 
+def _cmd_compare(args) -> int:
+    """Upgrade risk from stored runs: one run of a matrix with [[compare]] (paired), or two runs (unpaired)."""
+    from opmatrix.store import load_run, run_dir
+    from opmatrix.upgrade import compare
+
+    if len(args.runs) > 2:
+        raise UsageError(f"{len(args.runs)} runs named: compare takes one run (its paired comparisons) or two "
+                         "(baseline run, candidate run)")
+    reports = Path(args.reports)
+    folders = [run_dir(r, reports) for r in args.runs]
+    frames = [load_run(f) for f in folders]
+    manifest = _acceptance(folders[0])
+    min_speedup = float(manifest.get("min_speedup", 1.05))
+    if len(frames) == 1:
+        pairs = [p for p in compare.paired_pairs(frames[0])
+                 if args.baseline in (None, p[0]) and args.candidate in (None, p[1])]
+        if not pairs:
+            raise UsageError(f"run {folders[0].name} has no paired toolchain comparison"
+                             + (f" of {args.baseline or '*'} -> {args.candidate or '*'}" if args.baseline or
+                                args.candidate else "")
+                             + ": declare [[compare]] baseline/candidate in its matrix, or name two runs for an "
+                             "unpaired comparison (opmatrix compare RUN_A RUN_B)")
+        comparisons = [compare.compare_paired(frames[0], b, c, min_speedup, folders[0].name) for b, c in pairs]
+    else:
+        try:
+            comparisons = [compare.compare_unpaired(frames[0], frames[1], args.baseline, args.candidate, min_speedup,
+                                                    [f.name for f in folders])]
+        except compare.CompareError as exc:
+            raise UsageError(str(exc)) from None
+    if args.junit:
+        Path(args.junit).write_text(compare.junit_xml(comparisons, args.strict), encoding="utf-8")
+    print(compare.to_json(comparisons) if args.json else compare.markdown(comparisons))
+    return compare.exit_code(comparisons, args.strict)
+
+
+def _acceptance(folder: Path) -> dict:
+    import json
+
+    from opmatrix.store import MANIFEST
+
+    path = folder / MANIFEST
+    return json.loads(path.read_text()).get("acceptance", {}) if path.is_file() else {}
+
+
 def _cmd_host_resources(args) -> int:
     from opmatrix.scheduling import hosts, resources
 
@@ -199,7 +243,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"opmatrix {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for add in (_run_parser, _deployments_parser, _report_parser, _plan_parser, _hosts_parsers):
+    for add in (_run_parser, _compare_parser, _deployments_parser, _report_parser, _plan_parser, _hosts_parsers):
         add(sub)
     return p
 
@@ -223,6 +267,23 @@ def _run_parser(sub) -> None:
                    "resumable (for time-boxed machines)")
     r.add_argument("--fail-on", default=",".join(status.FAILED), help="exit 1 when a row has one of these "
                    f"statuses (default: {','.join(status.FAILED)})")
+
+
+def _compare_parser(sub) -> None:
+    c = _subcommand(sub, "compare", "upgrade risk: a candidate toolchain against the baseline toolchain, row by row "
+                    "(coverage, correctness, time, compile time) -> safe / risk / breaks; one run of a matrix with "
+                    "[[compare]] is paired, two runs are compared unpaired (weaker)",
+                    "  opmatrix compare 20261201-nightly --junit compare.xml\n"
+                    "  opmatrix compare 20261130-tl014 20261201-tl015 --strict --json", _cmd_compare)
+    c.add_argument("runs", nargs="+", metavar="RUN", help="one run (paired comparisons it holds) or two runs: "
+                   "baseline first, candidate second")
+    c.add_argument("--baseline", help="toolchain name of the baseline side (default: the only one / every pair)")
+    c.add_argument("--candidate", help="toolchain name of the candidate side")
+    c.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per row, for CI systems")
+    c.add_argument("--strict", action="store_true", help="exit 1 on risk too (always on breaks); risk rows fail "
+                   "in the JUnit XML")
 
 
 def _deployments_parser(sub) -> None:

@@ -122,6 +122,14 @@ class Exclude(_Model):
         return all(getattr(self, k) is None or values.get(k) == getattr(self, k) for k in EXCLUDE_KEYS)
 
 
+class Compare(_Model):
+    """A toolchain upgrade to judge: the candidate's cells are timed in the same rounds as the baseline's, on the
+    same device, by one cell runner (`opmatrix compare` reads the result)."""
+
+    baseline: str = Field(description="toolchain name: what runs today")
+    candidate: str = Field(description="toolchain name: the upgrade (torch, Triton, TileLang, Python, index ...)")
+
+
 class RunSettings(_Model):
     timeout_s: float = Field(900, **SECONDS, description="per job (kernel x workload x dtype x backend x variant)")
     trials: int = Field(3, ge=3, le=1000, description="correctness trials, each with fresh random inputs")
@@ -167,6 +175,7 @@ class Matrix(_Model):
     toolchain: list[Toolchain] = Field(min_length=1)
     kernel: list[KernelEntry] = Field(min_length=1)
     exclude: list[Exclude] = []
+    compare: list[Compare] = []
     source: str = ""  # the file it was read from; set by load_matrix
 
     def problems(self) -> list[Problem]:

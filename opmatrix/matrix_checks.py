@@ -113,6 +113,26 @@ def cross_references(m: Matrix) -> list[Problem]:
             allowed = used(m, m.kernel if key == "kernel" else named or m.kernel, key)
             if value is not None and value not in allowed:
                 out.append(unknown(f"exclude[{i}].{key}", value, allowed, f"{key} of this file{scope}"))
+    out += compare_references(m)
+    return out
+
+
+def compare_references(m: Matrix) -> list[Problem]:
+    """A [[compare]] names two different toolchains of this file; a toolchain is the candidate of one compare
+    at most, and never also a baseline (its cells run inside the baseline's)."""
+    out, names = [], [t.name for t in m.toolchain]
+    candidates = [c.candidate for c in m.compare]
+    out += _repeats("compare", candidates, ".candidate")
+    for i, c in enumerate(m.compare):
+        for side in ("baseline", "candidate"):
+            if getattr(c, side) not in names:
+                out.append(unknown(f"compare[{i}].{side}", getattr(c, side), names, "toolchain of this file"))
+        if c.baseline == c.candidate:
+            out.append(Problem(f"compare[{i}].candidate", c.candidate, "is also the baseline; name two toolchains "
+                               "(for an A/A check, declare the same toolchain twice under two names)"))
+        if c.baseline in candidates:
+            out.append(Problem(f"compare[{i}].baseline", c.baseline, "is the candidate of another compare; chain "
+                               "upgrades as separate matrix files"))
     return out
 
 

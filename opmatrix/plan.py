@@ -3,10 +3,11 @@ variant) -> one CellPlan per cell. Pure functions over the matrix and the plugin
 written."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from opmatrix import catalog
-from opmatrix.core.jobs import CellPlan, CellSpec, DeviceSpec, JobSpec, Settings, ToolchainSpec, digest
+from opmatrix.core.jobs import CellPlan, CellSpec, DeviceSpec, JobSpec, RivalCell, Settings, ToolchainSpec, digest
 from opmatrix.incell import plugins
 from opmatrix.matrix import Matrix
 
@@ -73,15 +74,26 @@ def plan_jobs(matrix: Matrix, cell: CellSpec) -> list[JobSpec]:
 
 
 def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan]:
-    """One plan per cell that has jobs; the scratch folder is the run's own (scratch_root/run_id/cell)."""
-    plans = []
+    """One plan per cell that has jobs; the scratch folder is the run's own (scratch_root/run_id/cell). The cell
+    of a [[compare]]'s candidate toolchain rides in the plan of the baseline's cell on the same device (its
+    `rival`), so that one cell runner times both in the same rounds."""
+    plans = {}
     for cell in plan_cells(matrix):
         jobs = plan_jobs(matrix, cell)
         if jobs:
-            plans.append(CellPlan(run_id=run_id, cell=cell, jobs=tuple(jobs), settings=settings(matrix),
-                                  kernels_dir=str(matrix.kernels_dir()), backends_dir=str(matrix.backends_dir()),
-                                  scratch_dir=str(Path(scratch_root) / run_id / cell.id)))
-    return plans
+            plans[cell.id] = CellPlan(run_id=run_id, cell=cell, jobs=tuple(jobs), settings=settings(matrix),
+                                      kernels_dir=str(matrix.kernels_dir()), backends_dir=str(matrix.backends_dir()),
+                                      scratch_dir=str(Path(scratch_root) / run_id / cell.id))
+    for compare in matrix.compare:
+        for device in matrix.device:
+            base, cand = plans.get(f"{device.id}.{compare.baseline}"), plans.get(f"{device.id}.{compare.candidate}")
+            if base is None or cand is None:
+                continue
+            rival = RivalCell(cell=cand.cell, jobs=tuple(dataclasses.replace(j, rival=True) for j in cand.jobs),
+                              scratch_dir=cand.scratch_dir)
+            plans[base.cell.id] = base.replace(rival=rival)
+            del plans[cand.cell.id]
+    return list(plans.values())
 
 
 def check_plugins(matrix: Matrix) -> None:

@@ -20,21 +20,6 @@ from opmatrix.report.styles import status_style
 ERROR_CHARS = 160  # the first line of an error, as far as the log line shows it
 
 
-# Plans are dicts today ({"cell": {"id", "device": {"id"}}, "jobs": [...]}) and typed CellPlan objects
-# (.cell.id, .cell.device.id, .jobs) tomorrow; these three accessors are the only place that knows both.
-def _cell_id(plan) -> str:
-    return plan["cell"]["id"] if isinstance(plan, dict) else plan.cell.id
-
-
-def _device_id(plan) -> str:
-    device = plan["cell"]["device"] if isinstance(plan, dict) else plan.cell.device
-    return device["id"] if isinstance(device, dict) else device.id
-
-
-def _job_count(plan) -> int:
-    return len(plan["jobs"] if isinstance(plan, dict) else plan.jobs)
-
-
 @dataclass
 class _Cell:
     """What the view knows of one cell: its device's bar, where it runs and the job it is on."""
@@ -47,10 +32,10 @@ class _Cell:
 class ProgressView:
     def __init__(self, plans: list, console) -> None:
         self.console = console
-        self.cells = {_cell_id(p): _Cell(_device_id(p)) for p in plans}
+        self.cells = {p.cell.id: _Cell(p.cell.device.id) for p in plans}
         jobs: dict[str, int] = {}
         for p in plans:
-            jobs[_device_id(p)] = jobs.get(_device_id(p), 0) + _job_count(p)
+            jobs[p.cell.device.id] = jobs.get(p.cell.device.id, 0) + len(p.all_jobs())
         self.total = sum(jobs.values())
         self.done = 0
         self.live = console.is_terminal

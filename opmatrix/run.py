@@ -22,7 +22,8 @@ from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
-from opmatrix.store import MANIFEST, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, ResultStore, StoreError, known_runs
+from opmatrix.store import (COMPARISON, MANIFEST, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, ResultStore, StoreError,
+                            known_runs)
 
 SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
 
@@ -47,23 +48,27 @@ def new_run_id(matrix_name: str) -> str:
 
 def remaining(plans: list[CellPlan], stored: list[Result], redo: set[str]) -> list[CellPlan]:
     """--resume: the jobs with no stored row, or whose row's status is one to redo (default: lost). A resumed job
-    is timed in rounds with its group's baseline, so a baseline that already has its row runs again as a
-    partner: timed beside it, its own row not stored twice."""
+    is timed in rounds with its group's baseline (and a candidate toolchain's job with its peer under the
+    baseline toolchain), so those run again as partners when they already have their rows: timed beside it,
+    their own rows not stored twice."""
     done = {r.key() for r in stored if r.status not in redo}
     left = []
     for p in plans:
-        jobs = tuple(j for j in p.jobs if p.key(j) not in done)
-        groups = {(j.kernel, j.workload, j.dtype) for j in jobs if j.backend != p.settings.baseline}
-        partners = tuple(_first_baseline(p, group) for group in sorted(groups))
-        partners = tuple(j for j in partners if j is not None and j not in jobs)
+        jobs = tuple(j for j in p.all_jobs() if p.key(j) not in done)
         if jobs:
-            left.append(p.replace(jobs=jobs, partners=partners))
+            wanted = [_partner(p, j, j.backend == p.settings.baseline and not j.rival) for j in jobs]
+            partners = tuple(dict.fromkeys(j for pair in wanted for j in pair if j is not None and j not in jobs))
+            left.append(p.with_jobs(jobs, partners))
     return left
 
 
-def _first_baseline(plan: CellPlan, group: tuple[str, str, str]):
-    return next((j for j in plan.jobs if (j.kernel, j.workload, j.dtype) == group
-                 and j.backend == plan.settings.baseline), None)
+def _partner(plan: CellPlan, job, is_baseline: bool) -> tuple:
+    """The jobs a resumed job must be timed beside: its group's baseline, and (a rival's job) its peer."""
+    group = (job.kernel, job.workload, job.dtype)
+    own = [j for j in plan.jobs if (j.kernel, j.workload, j.dtype) == group]
+    base = None if is_baseline else next((j for j in own if j.backend == plan.settings.baseline), None)
+    peer = next((j for j in own if (j.backend, j.variant) == (job.backend, job.variant)), None) if job.rival else None
+    return base, peer
 
 
 @contextlib.contextmanager
@@ -107,7 +112,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
         plans = session_plans(planned, stored if resume else None, redo, deadline_s)
         shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
         manifest = new_manifest(matrix, run_id, planned, store.read_manifest() if resume else None)
-        session = Session(started_at=_now(), jobs=sum(len(p.jobs) for p in plans), deadline_s=deadline_s)
+        session = Session(started_at=_now(), jobs=sum(len(p.all_jobs()) for p in plans), deadline_s=deadline_s)
         manifest.sessions.append(session)
         interrupted = None
         try:
@@ -137,11 +142,21 @@ def session_plans(planned: list[CellPlan], stored: list[Result] | None, redo: fr
     return [p.replace(deadline=deadline) for p in plans]
 
 
+def _cell_jobs(planned: list[CellPlan]) -> dict[str, int]:
+    """Planned jobs per cell, a [[compare]]'s candidate cell counted under its own id."""
+    cells = {}
+    for p in planned:
+        cells[p.cell.id] = len(p.jobs)
+        if p.rival is not None:
+            cells[p.rival.cell.id] = len(p.rival.jobs)
+    return cells
+
+
 def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunManifest | None) -> RunManifest:
     return RunManifest(
         run_id=run_id, matrix=_display_path(matrix.source), started_at=previous.started_at if previous else _now(),
-        driver_host=socket.gethostname(), cells={p.cell.id: len(p.jobs) for p in planned},
-        planned_jobs=sum(len(p.jobs) for p in planned), baseline=matrix.acceptance.baseline,
+        driver_host=socket.gethostname(), cells=_cell_jobs(planned),
+        planned_jobs=sum(len(p.all_jobs()) for p in planned), baseline=matrix.acceptance.baseline,
         acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()),
         sessions=previous.sessions if previous else [])
 
@@ -199,6 +214,7 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
         (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
     path = report.write_markdown(df, manifest, store.run_dir / "report.md", verdicts)
     report.print_terminal(df, console, verdicts)
+    write_comparisons(df, manifest, store.run_dir, console)
     console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}",
                   soft_wrap=True)
     left = manifest.get("planned_jobs", len(df)) - len(df)
@@ -207,6 +223,27 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
         console.print(f"[yellow]{left} of {manifest['planned_jobs']} planned jobs have no result yet "
                       f"({stopped_by(manifest)}): continue with `{escape(resume)}`[/]", soft_wrap=True)
     return store.run_dir
+
+
+def write_comparisons(df, manifest: dict, folder: Path, console) -> list:
+    """A run of a matrix with [[compare]]: the upgrade verdicts (comparison.md / .json / .junit.xml) and a summary."""
+    from rich.markup import escape
+
+    from opmatrix.upgrade import compare
+
+    min_speedup = float(manifest.get("acceptance", {}).get("min_speedup", 1.05))
+    comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.get("run_id", ""))
+                   for b, c in compare.paired_pairs(df)]
+    if not comparisons:
+        return []
+    (folder / f"{COMPARISON}.json").write_text(compare.to_json(comparisons), encoding="utf-8")
+    (folder / f"{COMPARISON}.md").write_text(compare.markdown(comparisons), encoding="utf-8")
+    (folder / f"{COMPARISON}.junit.xml").write_text(compare.junit_xml(comparisons), encoding="utf-8")
+    for c in comparisons:
+        console.print(f"upgrade {escape(c.baseline)} -> {escape(c.candidate)}: {c.verdict} "
+                      f"({', '.join(f'{n} {k}' for k, n in sorted(c.counts().items()))}); "
+                      f"{escape(str(folder / (COMPARISON + '.md')))}", soft_wrap=True)
+    return comparisons
 
 
 def decided(df, manifest: dict):

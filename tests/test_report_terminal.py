@@ -34,18 +34,18 @@ def test_terminal_report_keeps_variants_and_survives_markup_in_errors():
     assert "[run]" in text  # our own notes mention `[run] cuda_graph_below_ms`: text too
 
 
-def plans_as_dicts():
-    return [{"cell": {"id": "h200.a", "device": {"id": "h200"}}, "jobs": [{}, {}, {}]},
-            {"cell": {"id": "mi300x.a", "device": {"id": "mi300x"}}, "jobs": [{}]}]
+def plan(cell: str, device: str, jobs: int):
+    """What the progress view reads of a CellPlan: the cell, its device and how many jobs (its rival's too)."""
+    return SimpleNamespace(cell=SimpleNamespace(id=cell, device=SimpleNamespace(id=device)),
+                           all_jobs=lambda: [None] * jobs)
 
 
 def plans_as_objects():
-    return [SimpleNamespace(cell=SimpleNamespace(id="h200.a", device=SimpleNamespace(id="h200")), jobs=[1, 2, 3]),
-            SimpleNamespace(cell=SimpleNamespace(id="mi300x.a", device=SimpleNamespace(id="mi300x")), jobs=[1])]
+    return [plan("h200.a", "h200", 3), plan("mi300x.a", "mi300x", 1)]
 
 
 def test_progress_log_lines_print_labels_and_errors_as_text():
-    for plans in (plans_as_dicts(), plans_as_objects()):
+    for plans in (plans_as_objects(),):
         out = console()
         with ProgressView(plans, out) as progress:
             progress.started("h200.a", "host [gpu 0]")
@@ -77,7 +77,7 @@ def test_every_status_has_one_style_used_by_both_views():
     assert set(STATUS_STYLE) == set(status.ALL)
     compiles = result("a", "triton", status=status.COMPILES, median_ms=None, rel_err=None)
     colours = Console(file=io.StringIO(), color_system="standard", width=200)  # colours, but not a terminal
-    with ProgressView([{"cell": {"id": "h200.a", "device": {"id": "h200"}}, "jobs": [{}]}], colours) as progress:
+    with ProgressView([plan("h200.a", "h200", 1)], colours) as progress:
         progress.result(compiles)
     progress_line = colours.file.getvalue()
     colours.file = io.StringIO()

@@ -9,6 +9,8 @@ with its caller, and the cell runner dies with nox: killing `opmatrix run` leave
 from __future__ import annotations
 
 import collections
+import dataclasses
+import json
 import contextlib
 import fcntl
 import os
@@ -19,9 +21,9 @@ from typing import Iterator
 
 from opmatrix import paths
 from opmatrix.core import status
-from opmatrix.core.jobs import CellPlan
+from opmatrix.core.jobs import CellPlan, Mode
 from opmatrix.core.result import Result
-from opmatrix.incell.cell_runner import READY_LINE, RESULT_PREFIX
+from opmatrix.incell.cell_runner import PYTHON_PREFIX, READY_LINE, RESULT_PREFIX
 from opmatrix.incell.processes import kill_group, popen
 
 LOG_TAIL_LINES = 40
@@ -49,36 +51,71 @@ def environment_lock(session: str):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+class NoxCell:
+    """One nox session run for a cell plan: the runner's protocol lines come out of `lines()`; everything else
+    goes to the plan's nox.log (and the last lines to `tail`). The environment's lock is held until the runner
+    says it started; `code` is nox's exit code once the lines are exhausted."""
+
+    def __init__(self, plan: CellPlan, extra_env: dict | None) -> None:
+        self.plan, self.extra_env = plan, extra_env or {}
+        self.code: int | None = None
+        self.tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+
+    def lines(self) -> Iterator[str]:
+        scratch = Path(self.plan.scratch_dir)
+        scratch.mkdir(parents=True, exist_ok=True)
+        plan_file = scratch / PLAN_FILE
+        plan_file.write_text(self.plan.to_json())
+        env = dict(os.environ, OPMATRIX_CELL_PLAN=str(plan_file), **self.extra_env)
+        with environment_lock(self.plan.session) as release_environment, open(scratch / "nox.log", "w") as log:
+            proc = popen(nox_command(self.plan.session), new_group=True, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=paths.ROOT)
+            try:
+                for line in proc.stdout:
+                    if line.startswith((RESULT_PREFIX, PYTHON_PREFIX)):
+                        yield line
+                    elif line.rstrip("\n") == READY_LINE:
+                        release_environment()
+                    else:
+                        log.write(line)
+                        log.flush()
+                        self.tail.append(line.rstrip())
+                self.code = proc.wait()
+            except BaseException:  # Ctrl-C, SIGTERM, or the consumer stopped: end nox, the runner and its worker
+                kill_group(proc)
+                raise
+
+
 def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None) -> Iterator[Result]:
-    scratch = Path(plan.scratch_dir)
-    scratch.mkdir(parents=True, exist_ok=True)
-    plan_file = scratch / PLAN_FILE
-    plan_file.write_text(plan.to_json())
-    env = dict(os.environ, OPMATRIX_CELL_PLAN=str(plan_file), **(extra_env or {}))
+    """Run a cell plan in its nox environment; one Result per job (and per job of its rival cell, if any)."""
+    if plan.rival is not None:
+        plan, failed = prepare_rival(plan, extra_env)
+        yield from failed
+    cell = NoxCell(plan, extra_env)
     done: set[tuple] = set()
-    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
-    with environment_lock(plan.session) as release_environment, open(scratch / "nox.log", "w") as log:
-        proc = popen(nox_command(plan.session), new_group=True, env=env, stdout=subprocess.PIPE,
-                     stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=paths.ROOT)
-        try:
-            for line in proc.stdout:
-                if line.startswith(RESULT_PREFIX):
-                    result = Result.from_json(line[len(RESULT_PREFIX):])
-                    done.add(result.key())
-                    yield result
-                elif line.rstrip("\n") == READY_LINE:
-                    release_environment()
-                else:
-                    log.write(line)
-                    log.flush()
-                    tail.append(line.rstrip())
-            code = proc.wait()
-        except BaseException:  # Ctrl-C, SIGTERM, or the consumer stopped: end nox, the runner and its worker
-            kill_group(proc)
-            raise
-    if code == 0 and (len(done) == len(plan.jobs) or plan.past_deadline()):
+    for line in cell.lines():
+        if line.startswith(RESULT_PREFIX):
+            result = Result.from_json(line[len(RESULT_PREFIX):])
+            done.add(result.key())
+            yield result
+    if cell.code == 0 and (len(done) == len(plan.all_jobs()) or plan.past_deadline()):
         return  # complete, or stopped at the run's deadline (the rest is left for --resume)
-    yield from missing_results(plan, done, code, "\n".join(tail))
+    yield from missing_results(plan, done, cell.code, "\n".join(cell.tail))
+
+
+def prepare_rival(plan: CellPlan, extra_env: dict | None) -> tuple[CellPlan, list[Result]]:
+    """A [[compare]]: build the candidate toolchain's environment first (its own nox session) and learn how to
+    start Python in it, so the baseline cell's runner can time both in the same rounds. If it cannot be built,
+    its jobs are env_error rows and the baseline cell runs alone."""
+    own, rival = plan.without_rival()
+    prepare = NoxCell(rival.replace(mode=Mode.PREPARE), extra_env)
+    how = None
+    for line in prepare.lines():
+        if line.startswith(PYTHON_PREFIX):
+            how = json.loads(line[len(PYTHON_PREFIX):])
+    if prepare.code == 0 and how:
+        return plan.replace(rival=dataclasses.replace(plan.rival, python=how["python"], env=how["env"])), []
+    return own, list(missing_results(rival, set(), prepare.code, "\n".join(prepare.tail)))
 
 
 def missing_results(plan: CellPlan, done: set[tuple], code: int, log_tail: str) -> Iterator[Result]:
@@ -87,7 +124,7 @@ def missing_results(plan: CellPlan, done: set[tuple], code: int, log_tail: str) 
     kind = status.ENV_ERROR if not done else status.CRASHED
     what = ("the cell environment could not be built or its runner failed to start" if not done
             else "the cell runner exited before this job reported")
-    for job in plan.jobs:
+    for job in plan.all_jobs():
         if plan.key(job) in done:
             continue
         result = plan.row(job, kind, f"{what} (nox exit code {code}); see {plan.scratch_dir}/nox.log")

@@ -24,6 +24,7 @@ class Mode(str, enum.Enum):
 
     RUN = "run"  # on a host that has the device: build, check, time
     COMPILE = "compile"  # no host has the device: build (or lower) for it on a CPU host, never run
+    PREPARE = "prepare"  # build the cell's environment and say how to start Python in it (a rival's cell)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,20 @@ class JobSpec:
     backend: str
     variant: str
     timeout_s: float
+    rival: bool = False  # a job of the plan's rival cell (the candidate toolchain of a [[compare]])
+
+
+@dataclass(frozen=True)
+class RivalCell:
+    """The candidate toolchain's cell of a [[compare]], on the same device: its workers are started from its own
+    environment (`python`, `env`, filled in once that environment is built) and timed in the same rounds as the
+    baseline toolchain's, by one cell runner. Its scratch (compile caches included) is its own."""
+
+    cell: CellSpec
+    jobs: tuple[JobSpec, ...]
+    scratch_dir: str
+    python: str = ""
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,7 @@ class CellPlan:
     gpu_index: str = ""
     # --resume: baseline jobs run again only so that resumed contestants are paired with them; no row of theirs
     partners: tuple[JobSpec, ...] = ()
+    rival: RivalCell | None = None  # a [[compare]]: the candidate toolchain, timed in the same rounds
 
     @property
     def session(self) -> str:
@@ -146,14 +162,22 @@ class CellPlan:
             return f"compile-{self.cell.device.vendor}-{tc.name}-{digest(tc, self.cell.device.vendor)[:10]}"
         return self.cell.session
 
+    def cell_of(self, job: JobSpec) -> CellSpec:
+        return self.rival.cell if job.rival and self.rival else self.cell
+
+    def all_jobs(self) -> tuple[JobSpec, ...]:
+        """This cell's jobs and its rival's."""
+        return self.jobs + (self.rival.jobs if self.rival else ())
+
     def key(self, job: JobSpec) -> JobKey:
-        return JobKey(self.cell.id, job.kernel, job.workload, job.dtype, job.backend, job.variant)
+        return JobKey(self.cell_of(job).id, job.kernel, job.workload, job.dtype, job.backend, job.variant)
 
     def identity(self, job: JobSpec) -> dict[str, Any]:
         """The fields that say which job a result row belongs to."""
-        device = self.cell.device
-        return dict(run_id=self.run_id, cell=self.cell.id, device=device.id, toolchain=self.cell.toolchain.name,
-                    env_hash=self.cell.env_hash, vendor=device.vendor, arch=device.arch, gpu_index=self.gpu_index,
+        cell = self.cell_of(job)
+        device = cell.device
+        return dict(run_id=self.run_id, cell=cell.id, device=device.id, toolchain=cell.toolchain.name,
+                    env_hash=cell.env_hash, vendor=device.vendor, arch=device.arch, gpu_index=self.gpu_index,
                     kernel=job.kernel, workload=job.workload, dtype=job.dtype, backend=job.backend,
                     variant=job.variant)
 
@@ -170,19 +194,39 @@ class CellPlan:
     def to_json(self) -> str:
         return json.dumps(_plain(self), sort_keys=True)
 
+    def with_jobs(self, jobs, partners: tuple[JobSpec, ...] = ()) -> CellPlan:
+        """The same plan for only these jobs (its own and its rival's, told apart by `JobSpec.rival`)."""
+        own, theirs = tuple(j for j in jobs if not j.rival), tuple(j for j in jobs if j.rival)
+        rival = dataclasses.replace(self.rival, jobs=theirs) if self.rival is not None and theirs else None
+        return self.replace(jobs=own, partners=tuple(partners), rival=rival)
+
+    def without_rival(self) -> list[CellPlan]:
+        """The plan and its rival as two plain plans (where they are not timed together: compile-only, no host)."""
+        if self.rival is None:
+            return [self]
+        rival = self.replace(cell=self.rival.cell, jobs=tuple(dataclasses.replace(j, rival=False)
+                                                             for j in self.rival.jobs),
+                             scratch_dir=self.rival.scratch_dir, partners=(), rival=None)
+        return [self.replace(rival=None), rival]
+
     @classmethod
     def from_json(cls, text: str) -> CellPlan:
         data = json.loads(text)
-        cell = data["cell"]
-        tc = cell["toolchain"]
-        toolchain = ToolchainSpec(**dict(tc, packages=tuple(tc["packages"]),
-                                         devices=None if tc["devices"] is None else tuple(tc["devices"])))
+        rival = data.get("rival")
         return cls(**dict(
-            data, cell=CellSpec(id=cell["id"], device=DeviceSpec(**cell["device"]), toolchain=toolchain,
-                                env_hash=cell["env_hash"]),
-            jobs=tuple(JobSpec(**j) for j in data["jobs"]), settings=Settings(**data["settings"]),
-            partners=tuple(JobSpec(**j) for j in data.get("partners", ())),
-            mode=Mode(data["mode"])))
+            data, cell=_cell(data["cell"]), jobs=tuple(JobSpec(**j) for j in data["jobs"]),
+            settings=Settings(**data["settings"]), partners=tuple(JobSpec(**j) for j in data.get("partners", ())),
+            mode=Mode(data["mode"]),
+            rival=None if rival is None else RivalCell(**dict(rival, cell=_cell(rival["cell"]),
+                                                              jobs=tuple(JobSpec(**j) for j in rival["jobs"])))))
+
+
+def _cell(data: dict) -> CellSpec:
+    tc = data["toolchain"]
+    toolchain = ToolchainSpec(**dict(tc, packages=tuple(tc["packages"]),
+                                     devices=None if tc["devices"] is None else tuple(tc["devices"])))
+    return CellSpec(id=data["id"], device=DeviceSpec(**data["device"]), toolchain=toolchain,
+                    env_hash=data["env_hash"])
 
 
 @dataclass(frozen=True)

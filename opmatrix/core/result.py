@@ -86,6 +86,9 @@ class Result:
     round_ms: list[float] = field(default_factory=list)  # this row's median burst time in each round
     baseline_round_ms: list[float] = field(default_factory=list)  # the baseline's, in the same rounds
     aa_round_ms: list[float] = field(default_factory=list)  # the baseline's A/A twin's, in the same rounds
+    # a [[compare]]'s candidate row: the same backend[variant] under the baseline toolchain, in the same rounds
+    peer_toolchain: str = ""
+    peer_round_ms: list[float] = field(default_factory=list)
     round_position: list[int] = field(default_factory=list)  # this row's place in each round's shuffled order
     round_sm_mhz: list[float] = field(default_factory=list)  # SM clock after each of its bursts (NVML)
     round_clock_events: list[str] = field(default_factory=list)  # the driver's clock-event reasons after each burst

@@ -32,16 +32,20 @@ from opmatrix.incell.servers import Server, ServerGone
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
 READY_LINE = "OPMATRIX-CELL-READY"  # the environment is built and the runner started: it may be shared now
+PYTHON_PREFIX = "OPMATRIX-CELL-PYTHON "  # Mode.PREPARE: how to start a worker in this environment (JSON)
+ENV_PASSED_ON = ("PATH", "VIRTUAL_ENV", "PYTHONPATH")  # with the toolchain's own [toolchain] env
 PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls), in one process
 FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton")
 
 
-def probe(module: str, args: list[str], scratch: Path) -> dict | None:
-    """Run `python -m opmatrix.incell.<module> OUT ARGS...` in this environment with a time limit; its JSON (what
-    it wrote before a crash or the time limit counts too)."""
+def probe(module: str, args: list[str], scratch: Path, python: str = sys.executable,
+          env: dict | None = None) -> dict | None:
+    """Run `python -m opmatrix.incell.<module> OUT ARGS...` in this environment (or the one `python` and `env`
+    name) with a time limit; its JSON (what it wrote before a crash or the time limit counts too)."""
+    scratch.mkdir(parents=True, exist_ok=True)
     out = scratch / f"{module}.json"
     out.unlink(missing_ok=True)
-    run_limited([sys.executable, "-m", f"opmatrix.incell.{module}", str(out), *args], dict(os.environ),
+    run_limited([python, "-m", f"opmatrix.incell.{module}", str(out), *args], env or dict(os.environ),
                 scratch / f"{module}.log", PROBE_TIMEOUT_S)
     try:
         return json.loads(out.read_text())
@@ -61,9 +65,11 @@ def out_of_memory(row: Result) -> bool:
     return row.status == status.OOM or "out of memory" in row.error.lower()
 
 
-def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contestant | None) -> Result:
+def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contestant | None,
+          peer: Contestant | None = None, peer_toolchain: str = "") -> Result:
     """The row with what the rounds measured: every sample, each round's median aligned with the baseline's and
-    the A/A twin's medians of the same rounds, and telemetry over the rounds."""
+    the A/A twin's medians of the same rounds (and, for a candidate toolchain's row, its peer's under the
+    baseline toolchain), and telemetry over the rounds."""
     samples = c.samples_ms
     cuts = statistics.quantiles(samples, n=10, method="inclusive") if len(samples) > 1 else samples * 9
     half = c.round_ms[len(c.round_ms) // 2:]
@@ -75,6 +81,7 @@ def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contesta
         rerun_median_ms=statistics.median(half) if half else None, round_ms=c.round_ms,
         baseline_round_ms=aligned(base, c) if base is not None and base is not c else [],
         aa_round_ms=aligned(twin, c), round_position=c.positions,
+        peer_toolchain=peer_toolchain if peer is not None else "", peer_round_ms=aligned(peer, c),
         round_sm_mhz=[s["sm_mhz"] for s in c.states if s.get("sm_mhz") is not None],
         round_clock_events=[",".join(s.get("reasons", [])) for s in c.states])
 
@@ -110,9 +117,24 @@ class CellRunner:
         self.ceilings = measured.get("ceilings") or {}
         arch = d.arch if d.arch != "auto" else self.facts.get("arch", "")
         self.device = DeviceInfo(d.id, d.vendor, arch, self.facts.get("device_name", ""))
+        self.rival_env, self.rival_facts = self._rival(dtypes)
+
+    def _rival(self, dtypes: list[str]) -> tuple[dict, dict]:
+        """A [[compare]]: the environment a candidate-toolchain worker starts with, and what that toolchain
+        imports (its own probe; the ceilings stay the device's, measured once)."""
+        rival = self.plan.rival
+        if rival is None:
+            return {}, {}
+        own = set(self.plan.cell.toolchain.env)
+        env = {k: v for k, v in os.environ.items() if k not in own and k not in ENV_PASSED_ON}
+        env.update(rival.env)
+        scratch = Path(rival.scratch_dir)
+        measured = probe("cell_probe", [self.plan.cell.device.vendor, *dtypes], scratch, rival.python, env) or {}
+        facts = measured.get("facts") or {"runtime": f"cell probe failed: {tail(scratch / 'cell_probe.log')[-300:]}"}
+        return env, facts
 
     def results(self) -> Iterator[Result]:
-        for group in contest_groups(self.plan.partners + self.plan.jobs):
+        for group in contest_groups(self.plan.partners + self.plan.all_jobs()):
             if self.plan.past_deadline():
                 return  # not started, no row: `opmatrix run --resume` picks these jobs up
             yield from self.run_group(group)
@@ -138,7 +160,7 @@ class CellRunner:
                     continue
                 started.block = block
                 members.append(started)
-                if base is None and job.backend == self.plan.settings.baseline:
+                if base is None and job.backend == self.plan.settings.baseline and not job.rival:
                     base, twin = started, self._start_twin(job)
             racers = members + [c for c in (base, twin) if c is not None and c not in members]
             if not racers:
@@ -146,7 +168,11 @@ class CellRunner:
             rounds = Rounds(racers, base, self.plan.settings, first_round)
             rounds.run()
             first_round += rounds.count
-            yield from (self._timed_row(c, base, twin) for c in members if c is not base)
+            for c in members:
+                if c.job in self.plan.partners and c is not base:
+                    c.server.kill()  # a resumed candidate's peer, timed beside it: its own row is already stored
+                elif c is not base:
+                    yield self._timed_row(c, base, twin, self._peer(c, members))
         if base is not None and base.job in self.plan.partners:
             base.server.kill()  # timed only as the resumed contestants' partner: its row is already stored
         elif base is not None:
@@ -154,9 +180,19 @@ class CellRunner:
         if twin is not None:
             twin.server.kill()
 
+    @staticmethod
+    def _peer(c: Contestant, members: list[Contestant]) -> Contestant | None:
+        """A candidate toolchain's contestant: the same backend[variant] under the baseline toolchain."""
+        if not c.job.rival:
+            return None
+        return next((m for m in members if not m.job.rival and (m.job.backend, m.job.variant) ==
+                     (c.job.backend, c.job.variant)), None)
+
     def job_folder(self, job: JobSpec, suffix: str = "") -> Path:
-        """This job's own scratch, emptied: nothing from an earlier run, attempt or job survives into it."""
-        folder = self.scratch / "jobs" / (self.plan.key(job).folder_name() + suffix)
+        """This job's own scratch, emptied: nothing from an earlier run, attempt or job survives into it. A
+        rival's job lives under the rival cell's scratch: its compile caches are never the baseline's."""
+        scratch = Path(self.plan.rival.scratch_dir) if job.rival and self.plan.rival else self.scratch
+        folder = scratch / "jobs" / (self.plan.key(job).folder_name() + suffix)
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         return folder
@@ -169,12 +205,12 @@ class CellRunner:
         started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         try:
             backend = plugins.load_backend(Path(self.plan.backends_dir), job.backend)
-            env = dict(os.environ, **backend.environment(self.device, folder / "cache"))
+            env = dict(self.rival_env if job.rival else os.environ, **backend.environment(self.device, folder / "cache"))
         except Exception as exc:
             return self._finish(job, Result(status=status.ENV_ERROR, phase="load",
                                             error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
                                 started_at, 0.0)
-        server = Server(task, folder, env)
+        server = Server(task, folder, env, self.plan.rival.python if job.rival else sys.executable)
         try:
             ready = server.wait_ready(job.timeout_s)
         except ServerGone as gone:
@@ -205,7 +241,8 @@ class CellRunner:
         return dataclasses.replace(row, status=gone.row.status, phase=gone.row.phase, error=gone.row.error,
                                    stderr_tail=server.log_tail())
 
-    def _timed_row(self, c: Contestant, base: Contestant | None, twin: Contestant | None) -> Result:
+    def _timed_row(self, c: Contestant, base: Contestant | None, twin: Contestant | None,
+                   peer: Contestant | None = None) -> Result:
         if c.failure is None:
             try:
                 c.server.finish(c.job.timeout_s)
@@ -215,12 +252,12 @@ class CellRunner:
             return self._finish(c.job, self._failed(c.server, c.failure), c.started_at, c.server.elapsed())
         result = self._ended(c.server)
         if result.status == status.OK:
-            result = timed(result, c, base, twin)
+            result = timed(result, c, base, twin, peer, self.plan.cell.toolchain.name)
         return self._finish(c.job, result, c.started_at, c.server.elapsed())
 
     def _finish(self, job: JobSpec, result: Result, started: str, elapsed: float) -> Result:
         """Stamp the row with the job's identity and the cell's facts, then derive its metrics."""
-        facts = {key: str(self.facts.get(key, "")) for key in FACT_FIELDS}
+        facts = {key: str((self.rival_facts if job.rival else self.facts).get(key, "")) for key in FACT_FIELDS}
         identity = dict(self.plan.identity(job), arch=self.device.arch)  # 'auto' resolved on this host
         stamped = dataclasses.replace(result, **identity, **facts, started_at=started, duration_s=elapsed)
         return metrics.derive(stamped, self.ceilings)
@@ -235,6 +272,11 @@ def main(argv: list[str]) -> int:
     die_with_parent()
     plan = CellPlan.from_json(Path(argv[0]).read_text())
     sys.stdout.write(READY_LINE + "\n")
+    if plan.mode is Mode.PREPARE:
+        env = {k: os.environ[k] for k in (*ENV_PASSED_ON, *plan.cell.toolchain.env) if k in os.environ}
+        sys.stdout.write(PYTHON_PREFIX + json.dumps({"python": sys.executable, "env": env}) + "\n")
+        sys.stdout.flush()
+        return 0
     sys.stdout.flush()
     for result in run_cell(plan):
         sys.stdout.write(RESULT_PREFIX + result.to_json() + "\n")

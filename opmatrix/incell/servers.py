@@ -29,7 +29,7 @@ class ServerGone(Exception):
 class Server:
     """A worker started as a timing server. `ready()` is True once its build passed correctness."""
 
-    def __init__(self, task: WorkerTask, folder: Path, env: dict) -> None:
+    def __init__(self, task: WorkerTask, folder: Path, env: dict, python: str = sys.executable) -> None:
         self.task, self.folder = task, folder
         self.result_path = folder / "result.json"
         (folder / "task.json").write_text(task.to_json())
@@ -37,7 +37,7 @@ class Server:
         env = dict(env, **{REPLY_FD_ENV: str(write_fd)})
         self.log = open(folder / "worker.log", "wb")
         self.started = time.perf_counter()
-        self.proc = popen([sys.executable, "-m", "opmatrix.incell.worker", str(folder / "task.json"),
+        self.proc = popen([python, "-m", "opmatrix.incell.worker", str(folder / "task.json"),
                            str(self.result_path)], new_group=True, env=env, stdin=subprocess.PIPE,
                           stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(write_fd,), text=True)
         os.close(write_fd)

@@ -28,7 +28,7 @@ def no_host_reason(plan: CellPlan, where: str, who: str = "no host of this run")
 
 
 def no_host_rows(plan: CellPlan, why: str) -> Iterator[Result]:
-    for job in plan.jobs:
+    for job in plan.all_jobs():
         yield plan.row(job, status.NO_HOST, why)
 
 

@@ -67,7 +67,7 @@ class CellRun:
     sent: int | None = None  # queue items the task says it put (known once it returned)
 
     def remaining(self) -> list[JobSpec]:
-        return [j for j in self.plan.jobs if self.plan.key(j) not in self.done]
+        return [j for j in self.plan.all_jobs() if self.plan.key(j) not in self.done]
 
 
 def route(matrix_devices: list, nodes: list[dict]) -> dict[str, str]:
@@ -93,7 +93,7 @@ def task_options(plan: CellPlan, resource: str, host_tokens: bool) -> dict:
 def after_loss(run: CellRun, alive: dict[str, float], error: str) -> tuple[CellRun | None, str]:
     """A cell's node went away: (the retry to submit, "") or (None, why its remaining jobs are lost)."""
     if alive.get(run.resource, 0) > 0 and run.attempt < MAX_ATTEMPTS:
-        return CellRun(run.plan.replace(jobs=tuple(run.remaining())), run.resource, run.attempt + 1), ""
+        return CellRun(run.plan.with_jobs(run.remaining()), run.resource, run.attempt + 1), ""
     if alive.get(run.resource, 0) == 0:
         return None, (f"the node running this cell was lost ({error}) and no other live node offers "
                       f"{run.resource}")
@@ -244,7 +244,7 @@ class RayScheduler:
         retry, why = after_loss(run, resources.cluster_devices(ray.nodes()), type(exc).__name__)
         if retry is not None:
             self._submit(retry)
-            progress.note(f"{cell}: {type(exc).__name__}; {len(retry.plan.jobs)} job(s) resubmitted "
+            progress.note(f"{cell}: {type(exc).__name__}; {len(retry.plan.all_jobs())} job(s) resubmitted "
                           f"(attempt {retry.attempt})")
             return
         yield from self._rows(run, status.LOST, why)

@@ -1,0 +1,346 @@
+"""Upgrade risk: is the candidate toolchain safe for what the baseline toolchain ships?
+
+Per (device, kernel, workload, dtype, backend[variant]), the candidate's row against the baseline's:
+- coverage: a row that was `ok` (or `compiles` / `lowers` on a device no host has) and is anything else now
+  **breaks**; one that was not and is now is an improvement (gained);
+- correctness: an error grown towards the tolerance, past half of it or more than 4x the baseline's (and past a
+  tenth of the tolerance, so float noise on tiny errors does not count), is a **risk**; both errors are shown;
+- performance: time(candidate) / time(baseline) with its 95 % interval. **Paired** (one run of a matrix with a
+  [[compare]]: both toolchains' workers timed in the same rounds): the median of the per-round ratios, and a
+  Mann-Whitney U test of those ratios against the A/A twin's ratios of the same rounds. **Unpaired** (two stored
+  runs): the ratio of medians with a bootstrap interval over both sample sets, and Mann-Whitney U on the samples;
+  weaker, because power state and clock drift between the runs are not cancelled, and said so. q-values by
+  Benjamini-Hochberg over the comparison's rows. **Risk** when q < 0.05 and the interval's lower bound lies beyond
+  the threshold max(acceptance.min_speedup, 1 + 2 x the row's A/A noise floor); an improvement the same way
+  below 1 / threshold; otherwise the same;
+- compile time (tuning included): a risk when more than doubled and at least 5 s longer (one sample per side,
+  so only large changes count); the same halving is an improvement.
+Per comparison: `breaks` if any row breaks, else `risk` if any row is a risk, else `safe`, with a fingerprint diff
+(the versions each side imported: Python, torch, Triton, TileLang, driver, runtime).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from xml.etree import ElementTree as ET
+
+import numpy as np
+from scipy import stats as sps
+
+from opmatrix.core import status
+from opmatrix.core.result import backend_label
+from opmatrix.decide import stats
+from opmatrix.decide.verdicts import K_AA, Q_MAX
+
+SAFE, RISK, BREAKS = "safe", "risk", "breaks"
+IMPROVED, SAME, UNCOMPARED = "improved", "same", "not compared"
+COVERED = (status.OK, status.COMPILES, status.LOWERS)
+FINGERPRINT = ("python", "torch", "triton", "tilelang", "driver", "runtime")
+KEY = ("device", "kernel", "workload", "dtype", "backend", "variant")
+COMPILE_RATIO, COMPILE_MIN_S = 2.0, 5.0
+ERR_GROWTH, ERR_FLOOR_OF_TOL = 4.0, 0.1
+
+
+@dataclass
+class RowChange:
+    device: str
+    kernel: str
+    workload: str
+    dtype: str
+    label: str
+    outcome: str = SAME  # breaks / risk / improved / same / not compared
+    why: list[str] = field(default_factory=list)
+    status_before: str = ""
+    status_after: str = ""
+    time_ratio: float | None = None  # candidate / baseline time: > 1 is slower
+    time_lo: float | None = None
+    time_hi: float | None = None
+    p_value: float | None = None
+    q_value: float | None = None
+    threshold: float | None = None
+    aa_floor: float | None = None
+    rel_err_before: float | None = None
+    rel_err_after: float | None = None
+    tolerance: float | None = None
+    compile_s_before: float | None = None
+    compile_s_after: float | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.device} {self.kernel} {self.workload} {self.dtype} {self.label}"
+
+    def ratio_text(self) -> str:
+        if self.time_ratio is None:
+            return "–"
+        return f"{self.time_ratio:.3f}x [{self.time_lo:.3f}, {self.time_hi:.3f}]"
+
+
+@dataclass
+class Comparison:
+    baseline: str
+    candidate: str
+    paired: bool
+    min_speedup: float
+    runs: list[str]
+    verdict: str = SAFE
+    fingerprint: list[str] = field(default_factory=list)  # "torch 2.10.0 -> 2.11.0", per device
+    rows: list[RowChange] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r.outcome] = out.get(r.outcome, 0) + 1
+        return out
+
+
+# ---- building comparisons -------------------------------------------------------------------------------------
+
+def paired_pairs(df) -> list[tuple[str, str]]:
+    """(baseline, candidate) toolchains a run timed together: candidate rows name their peer's toolchain."""
+    if "peer_toolchain" not in df.columns:
+        return []
+    found = df[df.peer_toolchain.fillna("") != ""][["peer_toolchain", "toolchain"]].drop_duplicates()
+    return sorted(zip(found.peer_toolchain, found.toolchain))
+
+
+def compare_paired(df, baseline: str, candidate: str, min_speedup: float, run_id: str = "") -> Comparison:
+    """One run with a [[compare]]: the candidate's rows against the baseline's, from the same rounds."""
+    before = df[df.toolchain == baseline]
+    after = df[df.toolchain == candidate]
+    comparison = Comparison(baseline, candidate, True, min_speedup, [run_id] if run_id else [])
+    comparison.rows = [_row_change(b, a, min_speedup, paired=True) for b, a in _matched(before, after)]
+    return _finish(comparison, before, after)
+
+
+def compare_unpaired(df_a, df_b, baseline: str | None, candidate: str | None, min_speedup: float,
+                     runs: list[str]) -> Comparison:
+    """Two stored runs: the baseline toolchain's rows of the first against the candidate's of the second."""
+    before = df_a if baseline is None else df_a[df_a.toolchain == baseline]
+    after = df_b if candidate is None else df_b[df_b.toolchain == candidate]
+    names = [_only_toolchain(before, baseline, runs[0], "--baseline"), _only_toolchain(after, candidate, runs[1],
+                                                                                        "--candidate")]
+    comparison = Comparison(names[0], names[1], False, min_speedup, runs)
+    comparison.rows = [_row_change(b, a, min_speedup, paired=False) for b, a in _matched(before, after)]
+    return _finish(comparison, before, after)
+
+
+class CompareError(ValueError):
+    """Stored runs that cannot be compared as asked (the message says what to pass)."""
+
+
+def _only_toolchain(df, asked: str | None, run: str, flag: str) -> str:
+    names = sorted(set(df.toolchain))
+    if asked is not None and not names:
+        raise CompareError(f"run {run} has no rows of toolchain {asked!r}")
+    if len(names) != 1:
+        raise CompareError(f"run {run} has toolchains {', '.join(names) or '(none)'}: name the one to compare "
+                           f"with {flag} TOOLCHAIN")
+    return names[0]
+
+
+def _matched(before, after):
+    """Pairs of rows with the same (device, kernel, workload, dtype, backend, variant)."""
+    index = {tuple(str(r[k]) for k in KEY): r for _, r in before.iterrows()}
+    for _, a in after.iterrows():
+        b = index.get(tuple(str(a[k]) for k in KEY))
+        if b is not None:
+            yield b, a
+
+
+def _row_change(b, a, min_speedup: float, paired: bool) -> RowChange:
+    row = RowChange(*(str(a[k]) for k in KEY[:4]), backend_label(str(a["backend"]), str(a["variant"])),
+                    status_before=str(b["status"]), status_after=str(a["status"]), rel_err_before=_num(b["rel_err"]),
+                    rel_err_after=_num(a["rel_err"]), tolerance=_num(a["tolerance"]),
+                    compile_s_before=_num(b["compile_s"]), compile_s_after=_num(a["compile_s"]))
+    b, a = b.to_dict(), a.to_dict()
+    before, after = row.status_before, row.status_after
+    if before in COVERED and after != before and not (before != status.OK and after == status.OK):
+        error = str(a.get("error") or "")
+        row.outcome, row.why = BREAKS, [f"{before} -> {after}" + (f": {error[:160]}" if error else "")]
+        return row
+    if after in COVERED and before not in COVERED or (after == status.OK and before != status.OK):
+        row.outcome, row.why = IMPROVED, [f"gained: {before} -> {after}"]
+        return row
+    if after != status.OK:
+        row.outcome = SAME if after == before else UNCOMPARED
+        return row
+    _timing(row, b, a, min_speedup, paired)
+    _correctness(row)
+    _compile_time(row)
+    return row
+
+
+def _num(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _values(row: dict, column: str) -> list[float]:
+    value = row.get(column)
+    return [] if value is None or (isinstance(value, float) and math.isnan(value)) else [float(v) for v in value]
+
+
+def _timing(row: RowChange, b: dict, a: dict, min_speedup: float, paired: bool) -> None:
+    if paired:
+        slow = [c / p for c, p in zip(_values(a, "round_ms"), _values(a, "peer_round_ms")) if c > 0 and p > 0]
+        aa_pairs = zip(_values(a, "aa_round_ms"), _values(a, "baseline_round_ms"))
+        aa = [t / base for t, base in aa_pairs if t > 0 and base > 0]
+        interval = stats.median_interval(slow)
+        floor = stats.median_interval(aa)
+        row.p_value = stats.mann_whitney(slow, aa) if floor is not None else None
+        row.aa_floor = floor.halfwidth if floor is not None else None
+    else:
+        interval = ratio_of_medians(_values(a, "samples_ms"), _values(b, "samples_ms"))
+        row.p_value = stats.mann_whitney(_values(a, "samples_ms"), _values(b, "samples_ms"))
+    if interval is None:
+        row.outcome, row.why = UNCOMPARED, ["no timing to compare (fewer than 3 rounds or samples)"]
+        return
+    row.time_ratio, row.time_lo, row.time_hi = interval.estimate, interval.lo, interval.hi
+    row.threshold = max(min_speedup, 1 + K_AA * (row.aa_floor or 0.0))
+
+
+def ratio_of_medians(after: list[float], before: list[float]) -> stats.Interval | None:
+    """median(after) / median(before) with a bootstrap interval resampling each side on its own (unpaired)."""
+    a, b = np.asarray(after, dtype=float), np.asarray(before, dtype=float)
+    if len(a) < 3 or len(b) < 3:
+        return None
+    estimate = float(np.median(a) / np.median(b))
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return stats.Interval(estimate, estimate, estimate)
+
+    def statistic(x, y, axis=-1):
+        return np.median(x, axis=axis) / np.median(y, axis=axis)
+
+    res = sps.bootstrap((a, b), statistic, confidence_level=stats.CONFIDENCE, n_resamples=stats.RESAMPLES,
+                        method="percentile", vectorized=True, random_state=np.random.default_rng(stats.SEED))
+    lo, hi = res.confidence_interval
+    return stats.Interval(estimate, float(lo), float(hi))
+
+
+def _correctness(row: RowChange) -> None:
+    before, after, tol = row.rel_err_before, row.rel_err_after, row.tolerance
+    if after is None or tol is None or tol <= 0:
+        return
+    past_half = after > tol / 2 and (before is None or before <= tol / 2)
+    grown = before is not None and after > ERR_GROWTH * before and after > ERR_FLOOR_OF_TOL * tol
+    if past_half or grown:
+        row.outcome = RISK
+        row.why.append(f"error grew towards the tolerance: {before if before is not None else '?'} -> {after:.3g} "
+                       f"(tolerance {tol:.3g})")
+
+
+def _compile_time(row: RowChange) -> None:
+    before, after = row.compile_s_before, row.compile_s_after
+    if before is None or after is None:
+        return
+    if after > COMPILE_RATIO * before and after - before >= COMPILE_MIN_S:
+        row.outcome = RISK
+        row.why.append(f"compile (and tuning) time {before:.3g} s -> {after:.3g} s")
+    elif before > COMPILE_RATIO * after and before - after >= COMPILE_MIN_S and row.outcome == SAME:
+        row.outcome = IMPROVED
+        row.why.append(f"compiles faster: {before:.3g} s -> {after:.3g} s")
+
+
+def _finish(comparison: Comparison, before, after) -> Comparison:
+    """q-values over the comparison's timed rows, then each row's timing outcome, the verdict, the diff."""
+    timed = [r for r in comparison.rows if r.p_value is not None]
+    if timed:
+        qs = sps.false_discovery_control(np.asarray([r.p_value for r in timed]), method="bh")
+        for r, q in zip(timed, qs):
+            r.q_value = float(q)
+    for r in comparison.rows:
+        _judge_timing(r)
+    order = {BREAKS: 0, RISK: 1, IMPROVED: 2, SAME: 3, UNCOMPARED: 4}
+    comparison.rows.sort(key=lambda r: (order[r.outcome], r.name))
+    outcomes = {r.outcome for r in comparison.rows}
+    comparison.verdict = BREAKS if BREAKS in outcomes else RISK if RISK in outcomes else SAFE
+    comparison.fingerprint = fingerprint_diff(before, after)
+    return comparison
+
+
+def _judge_timing(r: RowChange) -> None:
+    if r.time_ratio is None or r.outcome in (BREAKS, UNCOMPARED):
+        return
+    significant = r.q_value is not None and r.q_value < Q_MAX
+    if significant and r.time_lo > r.threshold:
+        r.outcome = RISK
+        r.why.insert(0, f"slower: {r.ratio_text()} the baseline's time (threshold {r.threshold:.3f}, q {r.q_value:.2g})")
+    elif significant and r.time_hi < 1 / r.threshold and r.outcome == SAME:
+        r.outcome = IMPROVED
+        r.why.insert(0, f"faster: {r.ratio_text()} the baseline's time (q {r.q_value:.2g})")
+
+
+def fingerprint_diff(before, after) -> list[str]:
+    """What each side imported, where it differs: 'h200: torch 2.10.0 -> 2.11.0'."""
+    out = []
+    for device in sorted(set(before.device) & set(after.device)):
+        b, a = _versions(before[before.device == device]), _versions(after[after.device == device])
+        for name in FINGERPRINT:
+            if b.get(name, "") != a.get(name, ""):
+                out.append(f"{device}: {name} {b.get(name) or '(none)'} -> {a.get(name) or '(none)'}")
+    return out
+
+
+def _versions(rows) -> dict[str, str]:
+    for _, r in rows.iterrows():
+        if any(str(r.get(k) or "") for k in FINGERPRINT):
+            return {k: str(r.get(k) or "") for k in FINGERPRINT}
+    return {}
+
+
+def exit_code(comparisons: list[Comparison], strict: bool) -> int:
+    """1 on breaks, and on risk with --strict; else 0."""
+    verdicts = {c.verdict for c in comparisons}
+    return 1 if BREAKS in verdicts or (strict and RISK in verdicts) else 0
+
+
+# ---- outputs --------------------------------------------------------------------------------------------------
+
+def to_json(comparisons: list[Comparison]) -> str:
+    return json.dumps([dict(asdict(c), counts=c.counts()) for c in comparisons], indent=2, sort_keys=True)
+
+
+def markdown(comparisons: list[Comparison]) -> str:
+    out = []
+    for c in comparisons:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(c.counts().items()))
+        how = ("paired: both toolchains timed in the same shuffled rounds, on the same device" if c.paired else
+               "**unpaired**: two runs timed apart; drift between them is not cancelled, so this is weaker evidence "
+               "than a paired run of a matrix with [[compare]]")
+        out += [f"## {c.baseline} -> {c.candidate}: **{c.verdict}**", "",
+                f"{how}; runs {', '.join(c.runs) or '(this run)'}; {counts or 'no common rows'}; threshold "
+                f"max({c.min_speedup:g}, 1 + {K_AA:g} x A/A noise), q < {Q_MAX:g} (Benjamini-Hochberg)", ""]
+        out += ["What differs: " + ("; ".join(c.fingerprint) if c.fingerprint else "no imported version differs"), ""]
+        out += ["| outcome | device | kernel | workload | dtype | backend | time after / before | A/A | why |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for r in c.rows:
+            aa = f"±{100 * r.aa_floor:.1f}%" if r.aa_floor is not None else "–"
+            why = "; ".join(r.why).replace("|", "\\|")
+            out.append(f"| {r.outcome} | {r.device} | {r.kernel} | {r.workload} | {r.dtype} | {r.label} | "
+                       f"{r.ratio_text()} | {aa} | {why} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def junit_xml(comparisons: list[Comparison], strict: bool = False) -> str:
+    """One test suite per comparison, one test case per row: `breaks` is a failure, `risk` too with --strict
+    (otherwise it passes with the finding in its output), so a CI system shows each row."""
+    suites = ET.Element("testsuites", name="opmatrix compare")
+    for c in comparisons:
+        suite = ET.SubElement(suites, "testsuite", name=f"{c.baseline} -> {c.candidate}", tests=str(len(c.rows)))
+        failures = 0
+        for r in c.rows:
+            case = ET.SubElement(suite, "testcase", classname=f"{r.device}.{r.kernel}.{r.workload}.{r.dtype}",
+                                 name=r.label)
+            text = f"{r.outcome}: {'; '.join(r.why) or 'no change'}; time after/before {r.ratio_text()}"
+            if r.outcome == BREAKS or (strict and r.outcome == RISK):
+                failures += 1
+                ET.SubElement(case, "failure", type=r.outcome, message=text[:500]).text = text
+            else:
+                ET.SubElement(case, "system-out").text = text
+        suite.set("failures", str(failures))
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
