@@ -1,7 +1,9 @@
-"""nox sessions: `matrix` (run a matrix file), `tests` (the test suite), and one generated session per cell.
+"""nox sessions: `matrix` (run a matrix file), `nightly` (an upgrade check), `tests` / `unit` (the test suite),
+and one generated session per cell.
 
     nox -s matrix                      # matrix/default.toml
     nox -s matrix -- matrix/h200.toml  # another matrix file
+    nox -s nightly                     # matrix/nightly-cpu.toml: run, append to the history, judge the upgrade
     nox -s tests
 
 Cell sessions are not meant to be called by hand: `opmatrix run` writes a cell plan and calls nox with
@@ -34,6 +36,28 @@ def matrix(session: nox.Session) -> None:
     external = isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv)
     session.run(_python(session), "-m", "opmatrix", "run", *session.posargs,
                 env={"OPMATRIX_HOST_PYTHON": HOST_PYTHON}, external=external)
+
+
+@nox.session(venv_backend="virtualenv")
+def nightly(session: nox.Session) -> None:
+    """Tonight's upgrade check: run a matrix with [[compare]] (default matrix/nightly-cpu.toml) as run
+    nightly-<UTC date and time>, append it to reports/history, then judge it with `opmatrix compare`: the session
+    fails on `breaks` (and on `risk` with `-- MATRIX --strict`). comparison.junit.xml is in the run folder."""
+    import datetime
+
+    external = isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv)
+    if not external:
+        session.install("-e", ".")
+    args = list(session.posargs)
+    strict = ["--strict"] if "--strict" in args else []
+    matrix_file = next((a for a in args if a != "--strict"), "matrix/nightly-cpu.toml")
+    run_id = f"nightly-{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}"
+    python, env = _python(session), {"OPMATRIX_HOST_PYTHON": HOST_PYTHON}
+    # a failed row is judged by compare (ok -> failed is `breaks`), not here
+    session.run(python, "-m", "opmatrix", "run", matrix_file, "--run-id", run_id, env=env, external=external,
+                success_codes=[0, 1])
+    session.run(python, "-m", "opmatrix", "history", "append", run_id, external=external)
+    session.run(python, "-m", "opmatrix", "compare", run_id, *strict, external=external)
 
 
 TEST_PACKAGES = ("-e", ".[test]", TEST_TORCH, "tilelang==0.1.15", "triton==3.9.0")

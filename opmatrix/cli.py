@@ -195,14 +195,16 @@ def _cmd_plan(args) -> int:
 
     matrix = load_matrix(_matrix_path(args.matrix))
     plan.check_plugins(matrix)
-    cells = [{"cell": c.id, "session": c.session, "jobs": [vars(j) for j in plan.plan_jobs(matrix, c)]}
-             for c in plan.plan_cells(matrix)]
+    rivals = {p.rival.cell.id: p.cell.id for p in plan.cell_plans(matrix, "plan", paths.SCRATCH) if p.rival}
+    cells = [{"cell": c.id, "session": c.session, "jobs": [vars(j) for j in plan.plan_jobs(matrix, c)],
+              "timed_with": rivals.get(c.id, "")} for c in plan.plan_cells(matrix)]
     if args.json:
         json.dump(cells, sys.stdout, indent=1)
         print()
     else:
         for c in cells:
-            print(f"{c['cell']:<32} {len(c['jobs']):>4} jobs   nox session {c['session']}")
+            paired = f"   in the same rounds as {c['timed_with']} ([[compare]] candidate)" if c["timed_with"] else ""
+            print(f"{c['cell']:<32} {len(c['jobs']):>4} jobs   nox session {c['session']}{paired}")
     return 0
 
 

@@ -109,3 +109,46 @@ def test_fewer_than_three_trials_is_rejected(write_matrix):
 def test_bad_name_regex_is_reported(write_matrix):
     with pytest.raises(MatrixError, match=r"device\[0\]\.name = 'H200\(': not a regular expression"):
         load_matrix(write_matrix(VALID.replace('arch = "auto"', 'arch = "auto"\nname = "H200("')))
+
+
+TWO_TOOLCHAINS = VALID + '[[toolchain]]\nname = "next"\nsystem = true\n'
+
+
+@pytest.mark.parametrize("compare, message", [
+    ('baseline = "host"\ncandidate = "nxt"', r"compare\[0\]\.candidate = 'nxt': names no toolchain of this file; "
+                                             r"allowed: host, next"),
+    ('baseline = "host"\ncandidate = "host"', r"compare\[0\]\.candidate = 'host': is also the baseline"),
+    ('baseline = "host"\ncandidat = "next"', r"compare\[0\]\.candidat: unknown key"),
+])
+def test_a_compare_must_name_two_toolchains_of_the_file(write_matrix, compare, message):
+    with pytest.raises(MatrixError, match=message):
+        load_matrix(write_matrix(TWO_TOOLCHAINS + "[[compare]]\n" + compare + "\n"))
+
+
+def test_a_compares_candidate_cell_is_timed_inside_the_baseline_cell(write_matrix, tmp_path):
+    from opmatrix.plan import cell_plans
+
+    m = load_matrix(write_matrix(TWO_TOOLCHAINS + '[[compare]]\nbaseline = "host"\ncandidate = "next"\n'))
+    (p,) = cell_plans(m, "r", tmp_path)
+    assert p.cell.id == "cpu.host" and p.rival.cell.id == "cpu.next"
+    assert all(j.rival for j in p.rival.jobs) and not any(j.rival for j in p.jobs)
+    assert p.key(p.rival.jobs[0]).cell == "cpu.next" and p.rival.scratch_dir.endswith("cpu.next")
+    assert type(p).from_json(p.to_json()) == p
+
+
+def test_a_resumed_candidate_job_is_timed_beside_its_peer_and_the_baseline(write_matrix, tmp_path):
+    """--resume of a [[compare]] run: a candidate job without a row runs again with the baseline toolchain's same
+    backend (its peer) and the framework baseline as partners, whose rows are already stored."""
+    from opmatrix.core.result import Result
+    from opmatrix.plan import cell_plans
+    from opmatrix.run import remaining
+
+    text = TWO_TOOLCHAINS.replace('backends = ["torch"]', 'backends = ["torch", "tilelang"]')
+    m = load_matrix(write_matrix(text + '[[compare]]\nbaseline = "host"\ncandidate = "next"\n'))
+    (p,) = cell_plans(m, "r", tmp_path)
+    missing = next(j for j in p.rival.jobs if j.backend == "tilelang" and j.variant == "cpu")
+    stored = [Result(**p.identity(j), status="ok") for j in p.all_jobs() if j != missing]
+    (left,) = remaining([p], stored, {"lost"})
+    assert left.jobs == () and left.rival.jobs == (missing,)
+    assert {(j.backend, j.variant, j.rival) for j in left.partners} == {("torch", "default", False),
+                                                                      ("tilelang", "cpu", False)}
