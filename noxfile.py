@@ -76,7 +76,7 @@ def tests(session: nox.Session) -> None:
 def unit(session: nox.Session) -> None:
     """The fast lane: pure unit tests (no worker processes, nox cells or Ray), under a minute on two cores."""
     session.install(*TEST_PACKAGES)
-    session.run("python", "-m", "pytest", "-m", "not integration and not slow", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "2", "-m", "not integration and not slow", *session.posargs)
 
 
 if os.environ.get("OPMATRIX_CELL_PLAN"):

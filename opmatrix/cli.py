@@ -236,6 +236,8 @@ EXIT_CODES = ("exit codes: 0 done; 1 a row failed (run --fail-on); 2 bad input (
 
 def parser() -> argparse.ArgumentParser:
     from opmatrix import __version__
+    from opmatrix.profile.cli import add_profile_parser  # imported here: both import UsageError from this module
+    from opmatrix.upgrade.history_cli import add_history_parser
 
     p = argparse.ArgumentParser(prog="opmatrix", description="Run every kernel backend on every device and "
                                 "toolchain of a matrix file; store results; report coverage, correctness, speed "
@@ -247,6 +249,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for add in (_run_parser, _compare_parser, _deployments_parser, _report_parser, _plan_parser, _hosts_parsers):
         add(sub)
+    add_profile_parser(sub, _subcommand)
+    add_history_parser(sub, _subcommand)
     return p
 
 

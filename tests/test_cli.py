@@ -63,7 +63,8 @@ def test_version_and_every_subcommand_help_has_a_description_and_an_example(caps
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"opmatrix {__version__}"
-    for command in ("run", "report", "plan", "hosts", "host-resources"):
+    for command in ("run", "compare", "deployments", "report", "plan", "hosts", "host-resources", "profile",
+                    "history"):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
         text = capsys.readouterr().out

@@ -82,7 +82,8 @@ def test_environment_is_reused_only_on_exact_match(pinned_run, tmp_path):
     matrix.write_text((run_dir / "matrix.toml").read_text().split("[[toolchain]]\nname = \"tl015\"")[0]
                       + '[[kernel]]\nname = "gemm_relu"\nworkloads = { cpu = ["tiny_ragged"] }\n'
                         'dtypes = { cpu = ["float32"] }\n')
-    again = run(matrix, reports_dir=tmp_path / "reports", run_id="again", scratch_root=tmp_path / "scratch")
+    again = run(matrix, reports_dir=tmp_path / "reports", run_id="again", scratch_root=tmp_path / "scratch",
+                scheduler=LocalScheduler())
     log = (tmp_path / "scratch" / "again" / "cpu.tl014" / "nox.log").read_text()
     assert "Reusing existing virtual environment" in log and "pip install" not in log
     assert set(pd.read_parquet(again / "results.parquet").tilelang) == {"0.1.14"}
@@ -129,7 +130,8 @@ kernel = "flash_attention"
 variant = "tuned"
 reason = "the same compile-only path as gemm_relu's tuned variant; saves a build"
 """)
-    run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="cpu-all", scratch_root=tmp_path / "scratch")
+    run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="cpu-all", scratch_root=tmp_path / "scratch",
+                  scheduler=LocalScheduler())  # embedded Ray is covered by test_ray_cluster.py
     full = pd.read_parquet(run_dir / "results.parquet")
     norm = {(r.device, r.backend): r for r in full[full.kernel == "rmsnorm"].itertuples()}
     assert norm[("cpu", "torch")].status == "ok" and norm[("cpu", "torch")].rel_err < 1e-5

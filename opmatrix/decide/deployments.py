@@ -6,6 +6,10 @@ toolchain), the latest one counts and says so.
     supported (caveat)   the framework runs, but a contestant was inconclusive: more rounds could change it
     unsupported          gap: the framework does not run correctly there (a separate implementation is needed)
     not tested           no host ran the device (the builds made for it are named)
+
+Each line also names the known-good versions of the backend it ships: from the nightly history (reports/history,
+opmatrix.upgrade.history), the toolchain fingerprints under which every row of that (kernel, backend, device) was
+`ok` and inside its performance band, with their first and last night; "" when the history holds none.
 """
 from __future__ import annotations
 
@@ -31,9 +35,13 @@ class Deployment:
     run_id: str
     date: str
     versions: str  # what the cell imported: torch / triton / tilelang, driver, runtime
+    known_good: str = ""  # the versions under which `use` was ok and in its performance band (nightly history)
 
 
-def deployments(run_dirs: list[Path]) -> list[Deployment]:
+def deployments(run_dirs: list[Path], known_good: list | None = None) -> list[Deployment]:
+    """One line per (kernel, device, toolchain), the latest run winning. known_good: the ranges of
+    opmatrix.upgrade.history.known_good (default: from reports/history when it exists)."""
+    ranges = _history_known_good() if known_good is None else known_good
     latest: dict[tuple, Deployment] = {}
     for folder in sorted(run_dirs, key=_started):
         path = folder / VERDICTS_JSON
@@ -49,8 +57,25 @@ def deployments(run_dirs: list[Path]) -> list[Deployment]:
             key = (v["kernel"], v["device"], v["toolchain"])
             latest[key] = Deployment(*key, support, use, v["reason"], manifest.get("run_id", folder.name),
                                      manifest.get("finished_at", manifest.get("started_at", "")),
-                                     versions.get((v["device"], v["toolchain"]), ""))
+                                     versions.get((v["device"], v["toolchain"]), ""),
+                                     _known_good_text(ranges, v["kernel"], v["device"], use))
     return [latest[k] for k in sorted(latest)]
+
+
+def _history_known_good() -> list:
+    """The known-good ranges of the nightly history under reports/history; none when there is no history."""
+    from opmatrix.upgrade import history
+
+    if not history.HISTORY.is_dir():
+        return []
+    return history.known_good(history.read_history(history.HISTORY))
+
+
+def _known_good_text(ranges: list, kernel: str, device: str, use: str) -> str:
+    """'; '-joined texts of the ranges of this kernel, device and backend[variant]; "" without a backend."""
+    if not use:
+        return ""
+    return "; ".join(r.text() for r in ranges if (r.kernel, r.device, r.backend) == (kernel, device, use))
 
 
 def _started(folder: Path) -> str:
@@ -79,10 +104,10 @@ def markdown(rows: list[Deployment]) -> str:
     lines = ["# Supported deployments", ""]
     for kernel in sorted({d.kernel for d in rows}):
         lines += [f"## {kernel}", ""]
-        table = [[cell(x) for x in (d.device, d.toolchain, d.support, d.use, d.why, d.run_id, d.date, d.versions)]
-                 for d in rows if d.kernel == kernel]
+        table = [[cell(x) for x in (d.device, d.toolchain, d.support, d.use, d.why, d.run_id, d.date, d.versions,
+                                    d.known_good)] for d in rows if d.kernel == kernel]
         lines += [tabulate(table, headers=["device", "toolchain", "support", "use", "why", "run", "date",
-                                           "versions"], tablefmt="github"), ""]
+                                           "versions", "known good"], tablefmt="github"), ""]
     return "\n".join(lines)
 
 
