@@ -136,3 +136,71 @@ def worker_process_row(root: Path, backend: str, kernel: str, workload: str, dty
     if server.wait_ready(task.job.timeout_s):  # passed correctness: no timing bursts asked, just its row
         server.finish(task.job.timeout_s)
     return read_result(folder / "result.json", task.attempt)
+
+
+DEFAULT_STYLE_DEVICES = {
+    "cpu": """
+[[device]]
+id = "cpu"
+vendor = "cpu"
+arch = "auto"
+""",
+    "h200": """
+[[device]]
+id = "h200"
+vendor = "nvidia"
+arch = "sm_90"
+name = "H200"
+""",
+    "mi300x": """
+[[device]]
+id = "mi300x"
+vendor = "amd"
+arch = "gfx942"
+name = "MI300X"
+""",
+}
+DEFAULT_STYLE = """
+name = "default-style"
+backends = ["torch", "torch-compile", "cutlass", "tilelang", "triton"]
+[run]
+timeout_s = 300
+rep_ms = 20
+{devices}
+[[toolchain]]
+name = "host"
+system = true
+[[kernel]]
+name = "gemm_relu"
+workloads = {{ cpu = ["tiny_ragged"], nvidia = ["square_4096"], amd = ["square_4096"] }}
+dtypes = {{ cpu = ["float32"], nvidia = ["float16"], amd = ["bfloat16"] }}
+[[kernel]]
+name = "rmsnorm"
+backends = ["torch", "tilelang", "triton"]
+workloads = {{ cpu = ["ragged_1000"], nvidia = ["odd_5120"] }}
+dtypes = {{ cpu = ["float32"], nvidia = ["bfloat16"] }}
+[[kernel]]
+name = "flash_attention"
+backends = ["torch", "tilelang", "triton"]
+workloads = {{ cpu = ["b1_h2_s127_d64_causal"], nvidia = ["b8_h32_s4096_d128_causal"] }}
+dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
+[[exclude]]
+kernel = "flash_attention"
+variant = "tuned"
+reason = "the same compile-only path as gemm_relu's tuned variant; saves a build"
+"""
+
+
+def run_default_style(tmp_path, devices: list[str]):
+    """The default matrix's shape (every kernel and backend, the CPU and the fleet devices h200 and mi300x) for
+    the named devices, run on this host without Ray; returns (run folder, its rows)."""
+    import pandas as pd
+
+    from opmatrix.run import run
+    from opmatrix.scheduling.local import LocalScheduler
+
+    matrix = tmp_path / "default-style.toml"
+    matrix.write_text(DEFAULT_STYLE.format(devices="".join(DEFAULT_STYLE_DEVICES[d] for d in devices)))
+    run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="default-style", scratch_root=tmp_path / "scratch",
+                  scheduler=LocalScheduler())  # embedded Ray is covered by test_ray_cluster.py
+    return run_dir, pd.read_parquet(run_dir / "results.parquet")

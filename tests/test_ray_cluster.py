@@ -8,133 +8,26 @@ is retried on another node with the device, or recorded `lost` when there is non
 arrived.
 """
 import os
-from datetime import datetime
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
-import ray
-from ray.cluster_utils import Cluster
 
-from opmatrix import plan as plan_mod
-from opmatrix.progress import ProgressView
-from opmatrix.scheduling.ray_cluster import RayScheduler
-from opmatrix.matrix import load_matrix
-from tests.helpers import probe_adapter, write_plugins
+from tests.helpers_ray import CPU, DEVICES, H200, HOST, MI300X, node_id, plugin_root, ray_cluster, run_scheduler
 
 pytestmark = pytest.mark.integration
-
-H200 = "opmatrix.gpu.nvidia.sm_90.NVIDIA-H200"
-MI300X = "opmatrix.gpu.amd.gfx942.AMD-Instinct-MI300X"
-CPU = "opmatrix.cpu.x86_64.Test-CPU"
-HOST = "opmatrix.host"
-
-IMPL = '''
-import time
-def build(w, dtype, device, variant):
-    def fn(x, out):
-        time.sleep(w["sleep"] / 4)  # first call + 3 trials
-        out.copy_(x * 2)
-    return fn
-'''
-def matrix_text(root: Path, devices: str, workloads: str = '["quick", "slow"]') -> str:
-    return textwrap.dedent(f"""
-        name = "ray"
-        backends = ["probe"]
-        [run]
-        timeout_s = 120
-        compile_only = false
-        kernels_dir = "{root / 'kernels'}"
-        backends_dir = "{root / 'backends'}"
-        [[toolchain]]
-        name = "host"
-        system = true
-        [[kernel]]
-        name = "lite"
-        workloads = {{ nvidia = {workloads}, amd = {workloads}, cpu = {workloads} }}
-        dtypes = {{ nvidia = ["float32"], amd = ["float32"], cpu = ["float32"] }}
-        """) + textwrap.dedent(devices)
-
-
-DEVICES = """
-[[device]]
-id = "h200"
-vendor = "nvidia"
-arch = "sm_90"
-name = "H200"
-[[device]]
-id = "mi300x"
-vendor = "amd"
-arch = "gfx942"
-name = "MI300X"
-[[device]]
-id = "cpu"
-vendor = "cpu"
-arch = "x86_64"
-[[device]]
-id = "b200"
-vendor = "nvidia"
-arch = "sm_100"
-name = "B200"
-"""
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ray")
-    write_plugins(root, "lite", {"probe": IMPL}, probe_adapter(None))  # correctness-only: no GPU to time
-    return root
+    return plugin_root(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    nodes = {
-        "h200-a": cluster.add_node(num_cpus=1, num_gpus=1, resources={H200: 1, HOST: 1}),
-        "mi300x": cluster.add_node(num_cpus=1, num_gpus=1, resources={MI300X: 1, HOST: 1}),
-        "cpu": cluster.add_node(num_cpus=1, resources={CPU: 1, HOST: 1}),
-    }
-    cluster.wait_for_nodes()
-    yield cluster, nodes
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster.shutdown()
-
-
-def node_id(node) -> str:
-    return node.node_id
-
-
-class Recorder(ProgressView):
-    """The real progress view, also noting when each result reached the driver."""
-
-    def __init__(self, plans, console):
-        super().__init__(plans, console)
-        self.arrivals = []
-
-    def result(self, r):
-        self.arrivals.append((time.monotonic(), r))
-        super().result(r)
-
-
-def run_scheduler(cluster, root, name, devices, workloads='["quick", "slow"]', during=None):
-    """Run a matrix on the cluster through RayScheduler; `during(result)` is called as each result arrives."""
-    from rich.console import Console
-
-    path = root / f"{name}.toml"
-    path.write_text(matrix_text(root, devices, workloads))
-    matrix = load_matrix(path)
-    plans = plan_mod.cell_plans(matrix, name, root / "scratch")
-    results = []
-    with RayScheduler(address=cluster.address) as scheduler:
-        progress = Recorder(plans, Console(file=open(os.devnull, "w")))
-        for r in scheduler.run(plans, matrix.device, progress):
-            progress.result(r)
-            results.append(r)
-            if during:
-                during(r)
-    return results, progress
+    yield from ray_cluster({"h200-a": dict(num_cpus=1, num_gpus=1, resources={H200: 1, HOST: 1}),
+                            "mi300x": dict(num_cpus=1, num_gpus=1, resources={MI300X: 1, HOST: 1}),
+                            "cpu": dict(num_cpus=1, resources={CPU: 1, HOST: 1})})
 
 
 @pytest.fixture(scope="module")
@@ -215,42 +108,6 @@ def test_lost_node_without_a_replacement_is_lost_and_keeps_what_arrived(cluster,
     assert by_workload["slow"].status == "lost"
     assert "no other live node offers" in by_workload["slow"].error
     assert time.monotonic() - start < 90  # it did not wait for a node that will never come
-
-
-def test_cpu_timing_cell_never_shares_its_host_with_another_cell(cluster, root):
-    """One host with a CPU and a GPU and CPU cores to spare: the CPU cell holds the host token alone, so the
-    GPU cell runs before or after it, never beside it (CPU timings would be disturbed)."""
-    c, _ = cluster
-    c.add_node(num_cpus=2, num_gpus=1, resources={"opmatrix.cpu.x86_64.Combo-CPU": 1,
-                                                  "opmatrix.gpu.nvidia.sm_89.NVIDIA-L4": 1, HOST: 1})
-    c.wait_for_nodes()
-    devices = ('[[device]]\nid = "combo-cpu"\nvendor = "cpu"\narch = "x86_64"\nname = "Combo"\n'
-               '[[device]]\nid = "l4"\nvendor = "nvidia"\narch = "sm_89"\nname = "L4"\n')
-    results, _ = run_scheduler(c, root, "exclusive", devices, workloads='["slow"]')
-    assert {r.device: r.status for r in results} == {"combo-cpu": "ok", "l4": "ok"}
-    assert len({r.node for r in results}) == 1  # the same host
-    spans = sorted((datetime.fromisoformat(r.started_at).timestamp(), r.duration_s) for r in results)
-    (first_start, first_len), (second_start, _) = spans
-    assert second_start >= first_start + first_len - 1  # one after the other (start times are whole seconds)
-
-
-def test_embedded_run_starts_its_own_ray_beside_a_running_cluster(cluster, root):
-    """Without an address, a run never attaches to some other Ray on the machine: it starts and stops its own
-    (`opmatrix run` as its own process, as a user runs it, beside the test cluster)."""
-    import subprocess
-    import sys
-
-    devices = '[[device]]\nid = "cpu"\nvendor = "cpu"\narch = "auto"\n'
-    (root / "embedded.toml").write_text(matrix_text(root, devices, '["quick"]'))
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.run([sys.executable, "-m", "opmatrix", "run", str(root / "embedded.toml"), "--run-id",
-                           "embedded", "--reports", str(root / "reports")], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    run_dir = root / "reports" / "embedded"
-    manifest = (run_dir / "run.json").read_text()
-    assert '"scheduler": "embedded local Ray: 1 node(s)' in manifest
-    assert "ok" in (run_dir / "report.md").read_text()
 
 
 def test_nothing_of_a_lost_node_outlives_it(cluster, root):

@@ -1,0 +1,46 @@
+"""Compile-only coverage on a CPU host: the default matrix's fleet devices (an H200, an MI300X), which no host here
+has. Each GPU job is still a row; where the implementation can build for the device, it is built on this CPU host
+with the real compilers (compiles: a binary, CUTLASS by nvcc included; lowers: device source only) and never run.
+The CPU half of the same matrix: test_nox_cells.py."""
+import re
+
+import pytest
+
+from tests.helpers import run_default_style
+
+pytestmark = pytest.mark.integration
+
+
+def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
+    run_dir, full = run_default_style(tmp_path, ["h200", "mi300x"])
+    norm = {(r.device, r.backend): r for r in full[full.kernel == "rmsnorm"].itertuples()}
+    assert norm[("h200", "tilelang")].status == "compiles" and norm[("h200", "triton")].status == "compiles"
+    assert norm[("h200", "torch")].status == "no_host"
+    attn = {(r.device, r.backend, r.variant): r for r in full[full.kernel == "flash_attention"].itertuples()}
+    assert attn[("h200", "triton", "default")].status == "compiles"
+    assert attn[("h200", "tilelang", "fixed")].status == "compiles"
+    assert "sm_90a binary using wgmma" in attn[("h200", "tilelang", "fixed")].error
+    df = full[full.kernel == "gemm_relu"]
+    got = {(r.device, r.backend, r.variant): r for r in df.itertuples()}
+    for device in ("h200", "mi300x"):
+        assert len(df[df.device == device]) == 7
+        assert got[(device, "torch", "default")].status == "no_host"
+        assert got[(device, "torch-compile", "default")].status == "no_host"
+        assert got[(device, "tilelang", "cpu")].status == "unsupported"
+        assert got[(device, "triton", "default")].status == "compiles"
+        assert got[(device, "triton", "default")].median_ms != got[(device, "triton", "default")].median_ms  # NaN
+    assert "sm_90a binary using wgmma" in got[("h200", "tilelang", "tile")].error
+    assert got[("h200", "tilelang", "tile")].status == "compiles"
+    assert got[("h200", "tilelang", "tuned")].status == "compiles"  # its source, at the fixed configuration
+    assert "sm_90 cubin using wgmma" in got[("h200", "triton", "default")].error
+    assert got[("mi300x", "tilelang", "tile")].status == "lowers"  # HIP source; no hipcc here for a binary
+    # CUTLASS: nvcc builds the sm_90a library here (never run); AMD needs another implementation.
+    assert got[("h200", "cutlass", "default")].status == "compiles"
+    assert "sm_90a shared library" in got[("h200", "cutlass", "default")].error
+    assert "NVIDIA-only" in got[("mi300x", "cutlass", "default")].error
+    assert "gfx942 hsaco" in got[("mi300x", "triton", "default")].error
+    report = (run_dir / "report.md").read_text()
+    for section in ("## Coverage", "## Not run, unsupported or failed"):
+        assert section in report
+    coverage_row = re.search(r"^\| gemm_relu +\| tilelang\[tile\] +\|(.*)\|$", report, re.MULTILINE)
+    assert [c.strip() for c in coverage_row.group(1).split("|")] == ["compiles", "lowers"]
