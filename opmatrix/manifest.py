@@ -32,6 +32,7 @@ class RunManifest:
     baseline: str = ""
     acceptance: dict[str, Any] = field(default_factory=dict)
     kernels_dir: str = ""  # where the kernels' implementation files were (lines of code in the verdicts)
+    compare: list[list[str]] = field(default_factory=list)  # the matrix's [[compare]]: [baseline, candidate] toolchains
     sessions: list[Session] = field(default_factory=list)
     cells_wall_s: float = 0.0
 

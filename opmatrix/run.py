@@ -158,7 +158,7 @@ def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunMani
         driver_host=socket.gethostname(), cells=_cell_jobs(planned),
         planned_jobs=sum(len(p.all_jobs()) for p in planned), baseline=matrix.acceptance.baseline,
         acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()),
-        sessions=previous.sessions if previous else [])
+        compare=[[c.baseline, c.candidate] for c in matrix.compare], sessions=previous.sessions if previous else [])
 
 
 def _default_scheduler():
@@ -233,7 +233,7 @@ def write_comparisons(df, manifest: dict, folder: Path, console) -> list:
 
     min_speedup = float(manifest.get("acceptance", {}).get("min_speedup", 1.05))
     comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.get("run_id", ""))
-                   for b, c in compare.paired_pairs(df)]
+                   for b, c in compare.declared_pairs(manifest, df)]
     if not comparisons:
         return []
     (folder / f"{COMPARISON}.json").write_text(compare.to_json(comparisons), encoding="utf-8")

@@ -46,7 +46,7 @@ def paired_run(seed: int, slowdown: dict | None = None, status: dict | None = No
 
 def judged(results, **kw) -> compare.Comparison:
     df = frame(results)
-    (pair,) = compare.paired_pairs(df)
+    (pair,) = compare.declared_pairs({}, df)  # an older run.json without [[compare]]: from the rows
     return compare.compare_paired(df, *pair, min_speedup=1.05, run_id="r", **kw)
 
 
@@ -133,3 +133,17 @@ def test_unpaired_runs_find_a_large_slowdown_and_say_they_are_weaker():
     assert {(r.label, r.outcome) for r in c.rows if r.outcome != compare.SAME} == {("triton", compare.RISK)}
     with pytest.raises(compare.CompareError, match="--baseline"):
         compare.compare_unpaired(frame(rows), new, None, None, 1.05, ["both", "run-b"])
+
+
+def test_nothing_run_on_either_side_is_not_safe_and_fails_the_gate():
+    """A nightly whose cells could not import torch on both sides has no evidence: the gate fails closed."""
+    broken = {(tc, b, w): "not_installed" for tc in ("old", "new") for b in BACKENDS for w in ("w1", "w2")}
+    c = judged(paired_run(8, status=broken))
+    assert c.verdict == compare.NOTHING and {r.outcome for r in c.rows} == {compare.UNCOMPARED}
+    assert compare.exit_code([c], strict=False) == 1
+
+
+def test_comparisons_declared_in_run_json_are_made_even_when_no_row_was_timed():
+    df = frame(paired_run(9, status={("new", "triton", "w1"): "env_error"}))
+    assert compare.declared_pairs({"compare": [["old", "new"]]}, df) == [("old", "new")]
+    assert compare.declared_pairs({}, df) == [("old", "new")]  # older runs: from the candidate rows' peers

@@ -15,7 +15,8 @@ Per (device, kernel, workload, dtype, backend[variant]), the candidate's row aga
   below 1 / threshold; otherwise the same;
 - compile time (tuning included): a risk when more than doubled and at least 5 s longer (one sample per side,
   so only large changes count); the same halving is an improvement.
-Per comparison: `breaks` if any row breaks, else `risk` if any row is a risk, else `safe`, with a fingerprint diff
+Per comparison: `breaks` if any row breaks, else `risk` if any row is a risk, else `safe` (and `nothing compared`
+when no row ran on either side: a gate fails closed), with a fingerprint diff
 (the versions each side imported: Python, torch, Triton, TileLang, driver, runtime).
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ from opmatrix.core.result import backend_label
 from opmatrix.decide import stats
 from opmatrix.decide.verdicts import K_AA, Q_MAX
 
-SAFE, RISK, BREAKS = "safe", "risk", "breaks"
+SAFE, RISK, BREAKS, NOTHING = "safe", "risk", "breaks", "nothing compared"
 IMPROVED, SAME, UNCOMPARED = "improved", "same", "not compared"
 COVERED = (status.OK, status.COMPILES, status.LOWERS)
 FINGERPRINT = ("python", "torch", "triton", "tilelang", "driver", "runtime")
@@ -96,10 +97,13 @@ class Comparison:
 
 # ---- building comparisons -------------------------------------------------------------------------------------
 
-def paired_pairs(df) -> list[tuple[str, str]]:
-    """(baseline, candidate) toolchains a run timed together: candidate rows name their peer's toolchain."""
-    if "peer_toolchain" not in df.columns:
-        return []
+def declared_pairs(manifest: dict, df) -> list[tuple[str, str]]:
+    """(baseline, candidate) toolchains a run was asked to compare (its matrix's [[compare]], in run.json), else
+    those its rows show were timed together (candidate rows name their peer's toolchain). From the manifest, a
+    comparison exists even when nothing ran: then coverage alone is compared."""
+    declared = [tuple(pair) for pair in manifest.get("compare") or []]
+    if declared or "peer_toolchain" not in df.columns:
+        return declared
     found = df[df.peer_toolchain.fillna("") != ""][["peer_toolchain", "toolchain"]].drop_duplicates()
     return sorted(zip(found.peer_toolchain, found.toolchain))
 
@@ -163,7 +167,8 @@ def _row_change(b, a, min_speedup: float, paired: bool) -> RowChange:
         row.outcome, row.why = IMPROVED, [f"gained: {before} -> {after}"]
         return row
     if after != status.OK:
-        row.outcome = SAME if after == before else UNCOMPARED
+        same = after == before and after not in status.FAILED and after != status.NOT_INSTALLED
+        row.outcome = SAME if same else UNCOMPARED  # failing on both sides: nothing is known about the upgrade
         return row
     _timing(row, b, a, min_speedup, paired)
     _correctness(row)
@@ -257,7 +262,8 @@ def _finish(comparison: Comparison, before, after) -> Comparison:
     order = {BREAKS: 0, RISK: 1, IMPROVED: 2, SAME: 3, UNCOMPARED: 4}
     comparison.rows.sort(key=lambda r: (order[r.outcome], r.name))
     outcomes = {r.outcome for r in comparison.rows}
-    comparison.verdict = BREAKS if BREAKS in outcomes else RISK if RISK in outcomes else SAFE
+    comparison.verdict = (BREAKS if BREAKS in outcomes else RISK if RISK in outcomes
+                          else NOTHING if outcomes <= {UNCOMPARED} else SAFE)
     comparison.fingerprint = fingerprint_diff(before, after)
     return comparison
 
@@ -293,9 +299,9 @@ def _versions(rows) -> dict[str, str]:
 
 
 def exit_code(comparisons: list[Comparison], strict: bool) -> int:
-    """1 on breaks, and on risk with --strict; else 0."""
+    """1 on breaks and when nothing could be compared (a gate fails closed), and on risk with --strict; else 0."""
     verdicts = {c.verdict for c in comparisons}
-    return 1 if BREAKS in verdicts or (strict and RISK in verdicts) else 0
+    return 1 if verdicts & {BREAKS, NOTHING} or (strict and RISK in verdicts) else 0
 
 
 # ---- outputs --------------------------------------------------------------------------------------------------
