@@ -28,6 +28,7 @@ from opmatrix.core.result import Result
 from opmatrix.incell import plugins, telemetry
 from opmatrix.incell.processes import die_with_parent, run_limited, signal_name, tail
 from opmatrix.incell.rounds import Contestant, Rounds, aligned
+from opmatrix.incell.forkserver import ForkServer
 from opmatrix.incell.servers import Server, ServerGone
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
@@ -107,6 +108,7 @@ def write_result(path: Path, attempt: str, result: Result) -> None:
 class CellRunner:
     def __init__(self, plan: CellPlan) -> None:
         self.plan = plan
+        self.forks: ForkServer | None = None  # started with results()
         self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
         d = plan.cell.device
@@ -134,10 +136,15 @@ class CellRunner:
         return env, facts
 
     def results(self) -> Iterator[Result]:
-        for group in contest_groups(self.plan.partners + self.plan.all_jobs()):
-            if self.plan.past_deadline():
-                return  # not started, no row: `opmatrix run --resume` picks these jobs up
-            yield from self.run_group(group)
+        self.forks = ForkServer.start(str(self.scratch), self.scratch / "forkserver.log")
+        try:
+            for group in contest_groups(self.plan.partners + self.plan.all_jobs()):
+                if self.plan.past_deadline():
+                    return  # not started, no row: `opmatrix run --resume` picks these jobs up
+                yield from self.run_group(group)
+        finally:
+            if self.forks is not None:
+                self.forks.close()
 
     def run_group(self, jobs: list[JobSpec]) -> Iterator[Result]:
         """Every job of one (kernel, workload, dtype) builds and checks in its own worker; the survivors, the
@@ -210,7 +217,8 @@ class CellRunner:
             return self._finish(job, Result(status=status.ENV_ERROR, phase="load",
                                             error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
                                 started_at, 0.0)
-        server = Server(task, folder, env, self.plan.rival.python if job.rival else sys.executable)
+        server = (Server(task, folder, env, self.plan.rival.python) if job.rival  # another environment's Python
+                  else Server(task, folder, env, forks=self.forks))
         try:
             ready = server.wait_ready(job.timeout_s)
         except ServerGone as gone:

@@ -14,6 +14,7 @@ from pathlib import Path
 from opmatrix.core import status
 from opmatrix.core.jobs import WorkerTask
 from opmatrix.core.result import Result
+from opmatrix.incell.forkserver import ForkServer
 from opmatrix.incell.processes import kill_group, popen, signal_name, tail
 from opmatrix.incell.timing_server import REPLY_FD_ENV
 
@@ -29,17 +30,22 @@ class ServerGone(Exception):
 class Server:
     """A worker started as a timing server. `ready()` is True once its build passed correctness."""
 
-    def __init__(self, task: WorkerTask, folder: Path, env: dict, python: str = sys.executable) -> None:
+    def __init__(self, task: WorkerTask, folder: Path, env: dict, python: str = sys.executable,
+                 forks: ForkServer | None = None) -> None:
+        """Started by `forks` (a fork server of this environment) where given and alive, else as a new
+        interpreter `python -m opmatrix.incell.worker`; the same worker either way."""
         self.task, self.folder = task, folder
         self.result_path = folder / "result.json"
         (folder / "task.json").write_text(task.to_json())
         read_fd, write_fd = os.pipe()
-        env = dict(env, **{REPLY_FD_ENV: str(write_fd)})
         self.log = open(folder / "worker.log", "wb")
         self.started = time.perf_counter()
-        self.proc = popen([python, "-m", "opmatrix.incell.worker", str(folder / "task.json"),
-                           str(self.result_path)], new_group=True, env=env, stdin=subprocess.PIPE,
-                          stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(write_fd,), text=True)
+        argv = [str(folder / "task.json"), str(self.result_path)]
+        self.proc = forks.spawn(argv, env, self.log.fileno(), write_fd) if forks is not None else None
+        if self.proc is None:
+            self.proc = popen([python, "-m", "opmatrix.incell.worker", *argv], new_group=True,
+                              env=dict(env, **{REPLY_FD_ENV: str(write_fd)}), stdin=subprocess.PIPE,
+                              stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(write_fd,), text=True)
         os.close(write_fd)
         self.replies = read_fd
         self.buffer = b""

@@ -1,0 +1,90 @@
+"""The fork server: workers forked from a process that imported torch once are still one process per job, each
+in its own process group, with the environment the runner gives it, and a crash, a kill or a hang is still that
+worker's alone, reported with the same exit codes as a worker started as a new interpreter."""
+import os
+import signal
+import subprocess
+
+import pytest
+
+from opmatrix.core.jobs import Mode
+from opmatrix.incell.cell_runner import read_result
+from opmatrix.incell.forkserver import ForkServer
+from opmatrix.incell.servers import Server
+from tests.helpers import CPU, _task, plugin_root
+
+pytestmark = pytest.mark.integration
+
+IMPLS = {
+    "good": """
+        def build(w, dtype, device, variant):
+            import os
+            marker = os.environ["OPMATRIX_TEST_MARKER"]  # the runner's environment, not the server's
+            def fn(x, out):
+                out.copy_(x * 2)
+            fn.marker = marker
+            return fn
+    """,
+    "segfault": """
+        def build(w, dtype, device, variant):
+            import ctypes
+            ctypes.string_at(0)
+    """,
+    "hang": """
+        def build(w, dtype, device, variant):
+            import time
+            time.sleep(600)
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory):
+    root = tmp_path_factory.mktemp("forks")
+    server = ForkServer.start(str(root), root / "forkserver.log")
+    assert server is not None, (root / "forkserver.log").read_text()
+    yield root, server
+    server.close()
+
+
+def start(forks, backend: str, **env) -> tuple[Server, object]:
+    root, server = forks
+    plugin_root(root, IMPLS)
+    task, folder = _task(root, backend, "probe", "quick", "float32", Mode.RUN, CPU)
+    worker = Server(task, folder, dict(os.environ, **env), forks=server)
+    return worker, task
+
+
+def test_a_forked_worker_runs_the_job_in_its_own_process_group(forks):
+    worker, task = start(forks, "good", OPMATRIX_TEST_MARKER="from-the-runner")
+    _, server = forks
+    assert worker.proc.pid != server.proc.pid and os.getpgid(worker.proc.pid) == worker.proc.pid
+    assert worker.wait_ready(60)
+    worker.finish(60)
+    assert worker.proc.returncode == 0
+    row = read_result(worker.result_path, task.attempt)
+    assert row is not None and row.status == "ok", worker.log_tail()
+
+
+def test_a_crash_is_the_workers_own_and_reported_like_a_subprocess(forks):
+    worker, task = start(forks, "segfault")
+    assert not worker.wait_ready(60)
+    assert worker.proc.returncode == -signal.SIGSEGV
+    good, _ = start(forks, "good", OPMATRIX_TEST_MARKER="after-a-crash")  # the server itself lives on
+    assert good.wait_ready(60)
+    good.finish(60)
+
+
+def test_a_hung_worker_is_killed_with_its_group(forks):
+    worker, _ = start(forks, "hang")
+    with pytest.raises(subprocess.TimeoutExpired):
+        worker.proc.wait(timeout=2)
+    worker.kill()
+    assert worker.proc.returncode == -signal.SIGKILL
+    with pytest.raises(ProcessLookupError):
+        os.killpg(worker.proc.pid, 0)
+
+
+def test_it_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPMATRIX_FORKSERVER", "0")
+    assert ForkServer.start(str(tmp_path), tmp_path / "log") is None
