@@ -56,7 +56,7 @@ def assert_refused(path, key: str, value: str, *allowed: str) -> None:
 def test_the_base_matrix_passes_and_check_returns_the_catalog(write_matrix):
     found = catalog.check(load_matrix(write_matrix(BASE)))
     assert isinstance(found, Catalog)
-    assert found.kernels() == ("flash_attention", "gemm_relu", "rmsnorm")
+    assert found.kernels() == ("add_rmsnorm", "flash_attention", "gemm_relu", "rmsnorm", "rope", "swiglu")
     assert {"torch", "torch-compile", "tilelang", "triton", "blaslt", "cutlass"} <= set(found.backends())
     gemm = found.kernel("gemm_relu")
     assert gemm.dtypes == ("float16", "bfloat16", "float32") and gemm.declared
@@ -85,7 +85,7 @@ def test_backends_need_an_adapter_file(write_matrix, old, new, key, value):
 def test_unknown_kernel_lists_the_kernels(write_matrix):
     path = write_matrix(BASE.replace('name = "flash_attention"', 'name = "flash_atention"'))
     assert_refused(path, "kernel[1].name", "flash_atention", "no kernel spec", "flash_atention/spec.py",
-                   "allowed: flash_attention, gemm_relu, rmsnorm")
+                   "allowed: add_rmsnorm, flash_attention, gemm_relu, rmsnorm, rope, swiglu")
 
 
 @pytest.mark.parametrize("old, new, key, value", [

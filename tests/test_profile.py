@@ -55,7 +55,8 @@ def test_llama_groups_cover_gemm_attention_rmsnorm_rope_swiglu_and_sum_to_one(ll
     assert math.isclose(sum(g["share"] for g in groups.values()), 1.0, abs_tol=SHARE_SUM_TOLERANCE)
     assert math.isclose(sum(g["us_per_step"] for g in groups.values()), data["us_per_step"], rel_tol=1e-9)
     assert [g["share"] for g in data["groups"]] == sorted((g["share"] for g in data["groups"]), reverse=True)
-    assert groups[ops.GEMM]["in_opmatrix"] and not groups[ops.ROPE]["in_opmatrix"]
+    assert all(groups[g]["in_opmatrix"] for g in (ops.GEMM, ops.ROPE, ops.SWIGLU))  # kernels/<group> exists
+    assert not any(g["in_opmatrix"] for name, g in groups.items() if name in (ops.ELEMENTWISE, ops.OTHER))
     assert data["basis"] == "self CPU time" and data["steps"] == 3 and data["device"] == "cpu"
     assert 0 < data["busy"] <= 1
 

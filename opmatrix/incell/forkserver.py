@@ -69,7 +69,7 @@ def _run_worker(argv: list[str], env: dict, stdin: int, log: int, reply: int) ->
     """In the forked child: become the worker process. Never returns."""
     code = 1
     try:
-        os.setsid()
+        os.setpgid(0, 0)  # its own process group (the server sets it too, before it reports the pid: no race)
         die_with_parent()
         os.dup2(stdin, 0)
         os.dup2(log, 1)
@@ -141,6 +141,10 @@ class Server:
             _run_worker(request["argv"], request["env"], *fds)
         for fd in fds:
             os.close(fd)
+        try:
+            os.setpgid(pid, pid)  # before the runner learns the pid, so killpg(pid) always finds the group
+        except (PermissionError, ProcessLookupError):
+            pass  # the child did it already, or has already exited
         self.children[pid] = conn
         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
         self._reap()

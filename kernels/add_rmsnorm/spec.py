@@ -1,0 +1,88 @@
+"""add_rmsnorm: the residual add fused with the RMSNorm that follows it, as in a Llama decoder layer
+(`hidden = residual + hidden; residual = hidden; hidden = post_attention_layernorm(hidden)`):
+
+    h = x + residual,   y = h / sqrt(mean(h^2 over the hidden dim) + eps) * w
+
+x and residual are (tokens, hidden), w is (hidden,). Both h (the new residual stream) and y are outputs, as
+fused add + RMSNorm kernels produce them. One output tensor (the worker checks and poisons one tensor per job):
+`out` is (2, tokens, hidden) with out[0] = y and out[1] = h; an implementation writes each straight into its half.
+
+Memory-bound: x, residual and w read once, y and h written once; a few operations per element. Judged in GB/s
+(`min_bytes`). Eager PyTorch runs the add, then the norm, which reads h back.
+No framework import at module level: the planner reads WORKLOADS without torch.
+"""
+
+EPS = 1e-6  # rmsnorm's convention (kernels/rmsnorm/spec.py); every implementation reads it through load_spec
+
+WORKLOADS = {
+    # GPU-sized. The model profile's Llama (opmatrix.profile.targets, preset gpu: hidden 2048, batch 4 x sequence
+    # 2048): a prefill step (134 MB in bf16) and a decode step (4 tokens: 69 KB, launch-bound).
+    "llama_prefill": {"tokens": 8192, "hidden": 2048},
+    "llama_decode": {"tokens": 4, "hidden": 2048},
+    # Llama-3-8B-like: hidden 4096, the same 8192 tokens (268 MB in bf16)
+    "llama8b_prefill": {"tokens": 8192, "hidden": 4096},
+    # CPU-sized: a few hundred elements per row; the ragged one has no size a power of 2
+    "small_512": {"tokens": 128, "hidden": 512},
+    "ragged_700": {"tokens": 67, "hidden": 700},
+}
+
+# Relative error of the whole output against the fp64 reference: output rounding dominates.
+TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
+DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
+_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def describe(w: dict) -> str:
+    return f"tokens={w['tokens']} hidden={w['hidden']}"
+
+
+def flops(w: dict) -> float:
+    """The add, then square, sum, scale by the row's factor and by w: about 5 operations per element."""
+    return 5.0 * w["tokens"] * w["hidden"]
+
+
+def min_bytes(w: dict, dtype: str) -> float:
+    """x, residual and w read once; y and h written once."""
+    return float(_SIZE[dtype] * (4 * w["tokens"] * w["hidden"] + w["hidden"]))
+
+
+def tolerance(dtype: str) -> float:
+    return TOLERANCE[dtype]
+
+
+def elementwise_tolerance(dtype: str) -> tuple[float, float] | None:
+    """(atol in units of the row's rms, rtol). y may be rounded three times: the model's eager code rounds h to
+    the dtype (it is an output), normalises that, rounds the normalised row to the dtype and rounds its product
+    with w again (LlamaRMSNorm): up to 3 u relative (u = 2^-11 fp16, 2^-8 bf16), one u more than the default's
+    2 u. Eager PyTorch on the CPU (torch 2.13, the llama8b_prefill shape, 3 seeds) needed up to 2.4 u at atol 0.5 u:
+    rtol 3 u, atol the default 0.5 u. fp32 rounds nothing to a narrower type: the default (None)."""
+    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(dtype)
+    return (0.5 * u, 3 * u) if u else None
+
+
+def make_inputs(w: dict, dtype: str, device: str, seed: int) -> tuple:
+    """Seeded x, residual ~ N(0, 1) and w ~ 1 + N(0, 0.1): never zeros, never all ones."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dt = getattr(torch, dtype)
+    shape = (w["tokens"], w["hidden"])
+    x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dt)
+    residual = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dt)
+    weight = (1 + 0.1 * torch.randn(w["hidden"], generator=gen, device=device, dtype=torch.float32)).to(dt)
+    return x, residual, weight
+
+
+def make_output(w: dict, dtype: str, device: str):
+    import torch
+
+    return torch.empty(2, w["tokens"], w["hidden"], device=device, dtype=getattr(torch, dtype))
+
+
+def reference(inputs: tuple, w: dict):
+    """float64: y and h, stacked (out[0] = y, out[1] = h)."""
+    import torch
+
+    x, residual, weight = (t.double() for t in inputs)
+    h = x + residual
+    return torch.stack((h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS) * weight, h))

@@ -1,0 +1,68 @@
+"""swiglu: the gated activation of Llama's MLP, out = silu(gate) * up with silu(x) = x * sigmoid(x); gate and
+up are (tokens, intermediate), the outputs of gate_proj and up_proj (transformers' LlamaMLP computes
+`down_proj(act_fn(gate_proj(x)) * up_proj(x))`; this kernel is the part between the projections).
+
+Memory-bound: gate and up read once, out written once, a handful of operations per element; judged in GB/s
+(`min_bytes`). Eager PyTorch runs it as two kernels (silu, then the product) and writes the activation in between.
+No framework import at module level: the planner reads WORKLOADS without torch.
+"""
+
+WORKLOADS = {
+    # GPU-sized. The model profile's Llama (opmatrix.profile.targets, preset gpu: intermediate 5632, batch 4 x
+    # sequence 2048): a prefill step (277 MB in bf16) and a decode step (4 tokens: 135 KB, launch-bound).
+    "llama_prefill": {"tokens": 8192, "intermediate": 5632},
+    "llama_decode": {"tokens": 4, "intermediate": 5632},
+    # Llama-3-8B-like: intermediate 14336, the same 8192 tokens (705 MB in bf16)
+    "llama8b_prefill": {"tokens": 8192, "intermediate": 14336},
+    # CPU-sized: a few hundred elements per row; the ragged one has no size a power of 2 or a multiple of 8
+    "small_512": {"tokens": 128, "intermediate": 512},
+    "ragged_689": {"tokens": 67, "intermediate": 689},
+}
+
+# Relative error of the whole output against the fp64 reference: output rounding dominates.
+TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
+DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
+_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def describe(w: dict) -> str:
+    return f"tokens={w['tokens']} intermediate={w['intermediate']}"
+
+
+def flops(w: dict) -> float:
+    """silu (exp, add, divide, multiply) and the product: about 5 operations per element."""
+    return 5.0 * w["tokens"] * w["intermediate"]
+
+
+def min_bytes(w: dict, dtype: str) -> float:
+    """gate and up read once, out written once."""
+    return float(_SIZE[dtype] * 3 * w["tokens"] * w["intermediate"])
+
+
+def tolerance(dtype: str) -> float:
+    return TOLERANCE[dtype]
+
+
+def make_inputs(w: dict, dtype: str, device: str, seed: int) -> tuple:
+    """Seeded gate, up ~ N(0, 2^2): the activation's curved region and both tails (never zeros)."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dt = getattr(torch, dtype)
+    shape = (w["tokens"], w["intermediate"])
+    gate = (2 * torch.randn(shape, generator=gen, device=device, dtype=torch.float32)).to(dt)
+    up = (2 * torch.randn(shape, generator=gen, device=device, dtype=torch.float32)).to(dt)
+    return gate, up
+
+
+def make_output(w: dict, dtype: str, device: str):
+    import torch
+
+    return torch.empty(w["tokens"], w["intermediate"], device=device, dtype=getattr(torch, dtype))
+
+
+def reference(inputs: tuple, w: dict):
+    import torch
+
+    gate, up = (t.double() for t in inputs)
+    return gate * torch.sigmoid(gate) * up

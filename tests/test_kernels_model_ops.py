@@ -1,0 +1,101 @@
+"""The Llama decoder's memory-bound ops beside attention and the GEMMs (kernels/rope, kernels/swiglu,
+kernels/add_rmsnorm), through a real run on this CPU: one matrix, one cell environment, every backend's answer.
+
+- torch and torch.compile are `ok` against the fp64 reference, timed;
+- Triton is `ok (correctness only)`: its interpreter checks the GPU kernel's arithmetic, its speed means nothing;
+- TileLang is `unsupported` on the CPU (GPU kernels only: a gap the coverage grid shows);
+- for an H200, which no host here has, the Triton and TileLang kernels are built (`compiles`, never run).
+GPU speed is for a run on an H200 (matrix/h200.toml).
+"""
+import pandas as pd
+import pytest
+
+from opmatrix.incell import plugins
+from opmatrix.run import run
+from opmatrix.scheduling.local import LocalScheduler
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.integration
+
+# One CPU-sized workload each (the ragged ones: sizes no block divides, so the masks are exercised)
+KERNELS = {"rope": "ragged_d96", "swiglu": "ragged_689", "add_rmsnorm": "ragged_700"}
+
+MATRIX = """
+name = "model-ops"
+backends = ["torch", "torch-compile", "tilelang", "triton"]
+[run]
+timeout_s = 300
+rep_ms = 20
+[[device]]
+id = "cpu"
+vendor = "cpu"
+arch = "auto"
+[[device]]
+id = "h200"
+vendor = "nvidia"
+arch = "sm_90"
+name = "H200"
+[[toolchain]]
+name = "host"
+system = true
+"""
+KERNEL = """
+[[kernel]]
+name = "{name}"
+workloads = {{ cpu = ["{workload}"], nvidia = ["llama_decode"] }}
+dtypes = {{ cpu = ["float32"], nvidia = ["bfloat16"] }}
+"""
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    root = tmp_path_factory.mktemp("model-ops")
+    matrix = root / "model-ops.toml"
+    matrix.write_text(MATRIX + "".join(KERNEL.format(name=k, workload=w) for k, w in KERNELS.items()))
+    run_dir = run(matrix, reports_dir=root / "reports", run_id="model-ops", scratch_root=root / "scratch",
+                  scheduler=LocalScheduler())
+    df = pd.read_parquet(run_dir / "results.parquet")
+    return run_dir, {(r.kernel, r.device, r.backend): r for r in df.itertuples()}
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_framework_and_compiled_paths_are_correct_and_timed_on_the_cpu(rows, kernel):
+    _, got = rows
+    spec = plugins.load_spec(REPO / "kernels", kernel)
+    for backend in ("torch", "torch-compile"):
+        r = got[(kernel, "cpu", backend)]
+        assert r.status == "ok", (backend, r.error)
+        assert r.rel_err < spec.tolerance("float32") and r.bad_elements == 0
+        assert r.median_ms > 0 and r.gbps > 0
+        assert r.min_bytes == spec.min_bytes(spec.WORKLOADS[KERNELS[kernel]], "float32")
+    assert got[(kernel, "cpu", "torch")].speedup_vs_framework == 1.0
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_triton_is_checked_through_its_interpreter_and_tilelang_is_a_cpu_gap(rows, kernel):
+    _, got = rows
+    triton = got[(kernel, "cpu", "triton")]
+    assert triton.status == "ok", triton.error
+    assert triton.timer == "correctness-only" and pd.isna(triton.median_ms)
+    assert triton.rel_err < plugins.load_spec(REPO / "kernels", kernel).tolerance("float32")
+    tilelang = got[(kernel, "cpu", "tilelang")]
+    assert tilelang.status == "unsupported" and "no CPU implementation" in tilelang.error
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_gpu_kernels_build_for_an_h200_no_host_has(rows, kernel):
+    _, got = rows
+    assert got[(kernel, "h200", "torch")].status == "no_host"
+    assert got[(kernel, "h200", "triton")].status == "compiles", got[(kernel, "h200", "triton")].error
+    assert "sm_90 cubin" in got[(kernel, "h200", "triton")].error
+    tilelang = got[(kernel, "h200", "tilelang")]
+    assert tilelang.status == "compiles" and "sm_90a binary" in tilelang.error, tilelang.error
+
+
+def test_the_report_shows_the_three_kernels(rows):
+    run_dir, _ = rows
+    report = (run_dir / "report.md").read_text()
+    for section in ("## Coverage", "## Correctness", "## Performance"):
+        assert section in report
+    for kernel in KERNELS:
+        assert kernel in report
