@@ -128,9 +128,9 @@ def _cmd_compare(args) -> int:
     reports = Path(args.reports)
     folders = [run_dir(r, reports) for r in args.runs]
     frames = [load_run(f) for f in folders]
-    min_speedup = float(_manifest(folders[-1]).get("acceptance", {}).get("min_speedup", 1.05))
+    min_speedup = float(_manifest(folders[-1]).acceptance.get("min_speedup", 1.05))
     if len(frames) == 1:
-        pairs = [p for p in compare.declared_pairs(_manifest(folders[0]), frames[0])
+        pairs = [p for p in compare.declared_pairs(_manifest(folders[0]).compare, frames[0])
                  if args.baseline in (None, p[0]) and args.candidate in (None, p[1])]
         if not pairs:
             raise UsageError(f"run {folders[0].name} has no paired toolchain comparison"
@@ -151,11 +151,10 @@ def _cmd_compare(args) -> int:
     return compare.exit_code(comparisons, args.strict)
 
 
-def _manifest(folder: Path) -> dict:
-    from opmatrix.store import MANIFEST
+def _manifest(folder: Path):
+    from opmatrix.store import ResultStore
 
-    path = folder / MANIFEST
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return ResultStore(folder, create=False).manifest()
 
 
 def _cmd_host_resources(args) -> int:

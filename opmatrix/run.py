@@ -217,23 +217,23 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
     write_comparisons(df, manifest, store.run_dir, console)
     console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}",
                   soft_wrap=True)
-    left = manifest.get("planned_jobs", len(df)) - len(df)
+    left = manifest.planned_jobs - len(df)
     if left > 0:
-        resume = f"opmatrix run {manifest.get('matrix', 'MATRIX')} --run-id {manifest['run_id']} --resume"
-        console.print(f"[yellow]{left} of {manifest['planned_jobs']} planned jobs have no result yet "
+        resume = f"opmatrix run {manifest.matrix or 'MATRIX'} --run-id {manifest.run_id} --resume"
+        console.print(f"[yellow]{left} of {manifest.planned_jobs} planned jobs have no result yet "
                       f"({stopped_by(manifest)}): continue with `{escape(resume)}`[/]", soft_wrap=True)
     return store.run_dir
 
 
-def write_comparisons(df, manifest: dict, folder: Path, console) -> list:
+def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
     """A run of a matrix with [[compare]]: the upgrade verdicts (comparison.md / .json / .junit.xml) and a summary."""
     from rich.markup import escape
 
     from opmatrix.upgrade import compare
 
-    min_speedup = float(manifest.get("acceptance", {}).get("min_speedup", 1.05))
-    comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.get("run_id", ""))
-                   for b, c in compare.declared_pairs(manifest, df)]
+    min_speedup = float(manifest.acceptance.get("min_speedup", 1.05))
+    comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.run_id)
+                   for b, c in compare.declared_pairs(manifest.compare, df)]
     if not comparisons:
         return []
     (folder / f"{COMPARISON}.json").write_text(compare.to_json(comparisons), encoding="utf-8")
@@ -246,20 +246,18 @@ def write_comparisons(df, manifest: dict, folder: Path, console) -> list:
     return comparisons
 
 
-def decided(df, manifest: dict):
+def decided(df, manifest: RunManifest):
     """(rows with their paired statistics, verdicts) for a run timed in rounds; (rows, None) for one that was not."""
     if not verdict_rules.has_pairs(df):
         return df, None
     df = stats.add_paired_columns(df)
-    loc = effort.table(Path(manifest.get("kernels_dir") or paths.KERNELS), set(zip(df.kernel, df.backend)))
-    return df, verdict_rules.decide(df, manifest.get("acceptance", {}), loc)
+    loc = effort.table(Path(manifest.kernels_dir or paths.KERNELS), set(zip(df.kernel, df.backend)))
+    return df, verdict_rules.decide(df, manifest.acceptance, loc)
 
 
-def stopped_by(manifest: dict) -> str:
+def stopped_by(manifest: RunManifest) -> str:
     """Why a run has jobs without a result: the signal that interrupted its last session, else its deadline."""
-    sessions = manifest.get("sessions") or [{}]
-    signal_name = sessions[-1].get("interrupted")
-    return f"interrupted by {signal_name}" if signal_name else "stopped at the deadline"
+    return f"interrupted by {manifest.interrupted}" if manifest.interrupted else "stopped at the deadline"
 
 
 def _note_skipped(store: ResultStore, skipped: list[str], console) -> None:

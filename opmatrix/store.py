@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import socket
 from dataclasses import dataclass, field
@@ -115,13 +114,11 @@ class ResultStore:
         _atomic_write(self.run_dir / MANIFEST, manifest.to_json().encode())
 
     def read_manifest(self) -> RunManifest | None:
-        path = self.run_dir / MANIFEST
-        return RunManifest.from_json(path.read_text()) if path.is_file() else None
+        return read_manifest(self.run_dir)
 
-    def manifest(self) -> dict:
-        """run.json as a plain dict (what report writers read)."""
-        path = self.run_dir / MANIFEST
-        return json.loads(path.read_text()) if path.is_file() else {}
+    def manifest(self) -> RunManifest:
+        """run.json, typed; a run folder without one (results copied from elsewhere) gets an empty manifest."""
+        return self.read_manifest() or RunManifest(run_id=self.run_dir.name)
 
     def consolidate(self, baseline: str | None = None):
         manifest = self.read_manifest()
@@ -130,6 +127,12 @@ class ResultStore:
         df.to_parquet(tmp, index=False)
         tmp.replace(self.run_dir / RESULTS_PARQUET)
         return df
+
+
+def read_manifest(folder: Path) -> RunManifest | None:
+    """A run folder's run.json, typed: the one reader of that file."""
+    path = Path(folder) / MANIFEST
+    return RunManifest.from_json(path.read_text()) if path.is_file() else None
 
 
 def read_jsonl(path: Path) -> Loaded:

@@ -5,6 +5,7 @@ import re
 
 from opmatrix import paths, report
 from opmatrix.core.result import Result
+from opmatrix.manifest import RunManifest
 from opmatrix.store import add_speedup, frame
 
 H200 = dict(device="h200", kernel="gemm", workload="w", dtype="float16", status="ok", timer="cuda-events",
@@ -105,7 +106,7 @@ def test_markdown_cells_stay_one_table_row_whatever_the_text():
     bad = result("a", "tilelang", variant="tuned", status="compile_error", median_ms=None, rel_err=None,
                  error="nvcc a|b failed [/red]\n[/usr/local/cuda/include/x.h] line 2", torch="2.1|local",
                  device_name="NVIDIA\nH200")
-    text = report.markdown(frame_of(bad, result("a", "torch", median_ms=1.0)), {"run_id": "r"})
+    text = report.markdown(frame_of(bad, result("a", "torch", median_ms=1.0)), RunManifest(run_id="r"))
     assert "nvcc a\\|b failed [/red]" in text and "2.1\\|local" in text and "NVIDIA H200" in text
     for block in text.split("\n\n"):
         lines = [line for line in block.splitlines() if line.startswith("|")]

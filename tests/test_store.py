@@ -6,6 +6,7 @@ import pandas as pd
 
 import opmatrix
 from opmatrix.core.result import COLUMNS, Result
+from opmatrix.manifest import RunManifest
 from opmatrix.store import ResultStore, add_speedup, frame
 
 CONTRACT = ["run_id", "cell", "device", "device_name", "vendor", "arch", "driver", "runtime", "python", "torch",
@@ -78,5 +79,5 @@ def test_reports_render_from_rows_written_before_newer_columns(tmp_path):
            "tolerance": 2e-3, "trials": 3, "samples_ms": [1.0], "timer": "cuda-events", "flops": 1e12}
     (tmp_path / "r0").mkdir()
     (tmp_path / "r0" / "results.jsonl").write_text(json.dumps(old) + "\n")
-    text = report.markdown(opmatrix.load_run("r0", tmp_path), {"run_id": "r0"})
+    text = report.markdown(opmatrix.load_run("r0", tmp_path), RunManifest(run_id="r0"))
     assert "no telemetry" in text and "% of roofline" not in text

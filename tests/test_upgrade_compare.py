@@ -46,7 +46,7 @@ def paired_run(seed: int, slowdown: dict | None = None, status: dict | None = No
 
 def judged(results, **kw) -> compare.Comparison:
     df = frame(results)
-    (pair,) = compare.declared_pairs({}, df)  # an older run.json without [[compare]]: from the rows
+    (pair,) = compare.declared_pairs([], df)  # an older run.json without [[compare]]: from the rows
     return compare.compare_paired(df, *pair, min_speedup=1.05, run_id="r", **kw)
 
 
@@ -145,5 +145,5 @@ def test_nothing_run_on_either_side_is_not_safe_and_fails_the_gate():
 
 def test_comparisons_declared_in_run_json_are_made_even_when_no_row_was_timed():
     df = frame(paired_run(9, status={("new", "triton", "w1"): "env_error"}))
-    assert compare.declared_pairs({"compare": [["old", "new"]]}, df) == [("old", "new")]
-    assert compare.declared_pairs({}, df) == [("old", "new")]  # older runs: from the candidate rows' peers
+    assert compare.declared_pairs([["old", "new"]], df) == [("old", "new")]
+    assert compare.declared_pairs([], df) == [("old", "new")]  # older runs: from the candidate rows' peers

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_RUN
-from opmatrix.store import VERDICTS_JSON
+from opmatrix.manifest import RunManifest
+from opmatrix.store import VERDICTS_JSON, read_manifest
 
 SUPPORT = {ADOPT: "supported", KEEP: "supported", INCONCLUSIVE: "supported (caveat)", GAP: "unsupported",
            NOT_RUN: "not tested"}
@@ -47,16 +48,16 @@ def deployments(run_dirs: list[Path], known_good: list | None = None) -> list[De
         path = folder / VERDICTS_JSON
         if not path.is_file():
             continue
-        manifest = json.loads((folder / "run.json").read_text()) if (folder / "run.json").is_file() else {}
+        manifest = read_manifest(folder) or RunManifest(run_id=folder.name)
         versions = _versions(folder)
         for v in json.loads(path.read_text()):
             support = SUPPORT.get(v["verdict"], "unsupported")
             use = v["choice"] if support.startswith("supported") else ""
             if v["verdict"] == INCONCLUSIVE:
-                use = manifest.get("baseline", "")
+                use = manifest.baseline
             key = (v["kernel"], v["device"], v["toolchain"])
-            latest[key] = Deployment(*key, support, use, v["reason"], manifest.get("run_id", folder.name),
-                                     manifest.get("finished_at", manifest.get("started_at", "")),
+            latest[key] = Deployment(*key, support, use, v["reason"], manifest.run_id,
+                                     manifest.finished_at or manifest.started_at,
                                      versions.get((v["device"], v["toolchain"]), ""),
                                      _known_good_text(ranges, v["kernel"], v["device"], use))
     return [latest[k] for k in sorted(latest)]
@@ -79,8 +80,8 @@ def _known_good_text(ranges: list, kernel: str, device: str, use: str) -> str:
 
 
 def _started(folder: Path) -> str:
-    path = folder / "run.json"
-    return json.loads(path.read_text()).get("started_at", "") if path.is_file() else ""
+    manifest = read_manifest(folder)
+    return manifest.started_at if manifest else ""
 
 
 def _versions(folder: Path) -> dict[tuple[str, str], str]:

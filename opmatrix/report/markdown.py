@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from opmatrix.manifest import RunManifest
 from opmatrix.report.sections import sections
 
 _NEWLINES = re.compile(r"\s*[\r\n]+\s*")
@@ -32,25 +33,24 @@ def table(headers: list, rows: list[list]) -> str:
                     tablefmt="github")
 
 
-def header(df, manifest: dict) -> list[str]:
-    lines = [f"# opmatrix run `{manifest.get('run_id', '')}`", "",
-             f"matrix `{manifest.get('matrix', '')}` · started {manifest.get('started_at', '')} · "
-             f"finished {manifest.get('finished_at', '')} · {len(df)} results "
+def header(df, manifest: RunManifest) -> list[str]:
+    lines = [f"# opmatrix run `{manifest.run_id}`", "",
+             f"matrix `{manifest.matrix}` · started {manifest.started_at} · "
+             f"finished {manifest.finished_at} · {len(df)} results "
              f"({', '.join(f'{s} {n}' for s, n in df.status.value_counts().items())})"]
-    left = manifest.get("planned_jobs", len(df)) - len(df)
+    left = manifest.planned_jobs - len(df)
     if left > 0:
-        sessions = manifest.get("sessions") or [{}]
-        why = (f"the run was interrupted by {sessions[-1]['interrupted']}" if sessions[-1].get("interrupted")
+        why = (f"the run was interrupted by {manifest.interrupted}" if manifest.interrupted
                else "the run stopped at its deadline")
-        lines += ["", f"**{left} of {manifest['planned_jobs']} planned jobs have no result yet** ({why}; "
+        lines += ["", f"**{left} of {manifest.planned_jobs} planned jobs have no result yet** ({why}; "
                       "`opmatrix run ... --resume` continues it)"]
-    if len(manifest.get("sessions", [])) > 1:
-        lines += ["", f"run in {len(manifest['sessions'])} sessions (--resume): " + "; ".join(
-            f"{s['started_at']} {s['jobs']} jobs" for s in manifest["sessions"])]
+    if len(manifest.sessions) > 1:
+        lines += ["", f"run in {len(manifest.sessions)} sessions (--resume): " + "; ".join(
+            f"{s.started_at} {s.jobs} jobs" for s in manifest.sessions)]
     return lines + [""]
 
 
-def markdown(df, manifest: dict, verdicts=None) -> str:
+def markdown(df, manifest: RunManifest, verdicts=None) -> str:
     lines = header(df, manifest)
     for sec in sections(df, verdicts):
         if sec.optional and not sec.rows:
@@ -63,6 +63,6 @@ def markdown(df, manifest: dict, verdicts=None) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(df, manifest: dict, path: Path, verdicts=None) -> Path:
+def write_markdown(df, manifest: RunManifest, path: Path, verdicts=None) -> Path:
     path.write_text(markdown(df, manifest, verdicts), encoding="utf-8")
     return path

@@ -97,11 +97,11 @@ class Comparison:
 
 # ---- building comparisons -------------------------------------------------------------------------------------
 
-def declared_pairs(manifest: dict, df) -> list[tuple[str, str]]:
-    """(baseline, candidate) toolchains a run was asked to compare (its matrix's [[compare]], in run.json), else
-    those its rows show were timed together (candidate rows name their peer's toolchain). From the manifest, a
-    comparison exists even when nothing ran: then coverage alone is compared."""
-    declared = [tuple(pair) for pair in manifest.get("compare") or []]
+def declared_pairs(declared: list, df) -> list[tuple[str, str]]:
+    """(baseline, candidate) toolchains a run was asked to compare (its matrix's [[compare]], RunManifest.compare),
+    else those its rows show were timed together (candidate rows name their peer's toolchain). From the manifest,
+    a comparison exists even when nothing ran: then coverage alone is compared."""
+    declared = [tuple(pair) for pair in declared or []]
     if declared or "peer_toolchain" not in df.columns:
         return declared
     found = df[df.peer_toolchain.fillna("") != ""][["peer_toolchain", "toolchain"]].drop_duplicates()
