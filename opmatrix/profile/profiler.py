@@ -325,20 +325,18 @@ def summary_lines(profile: Profile) -> list[str]:
             f"threshold: a kernel group under {100 * profile.threshold:g} % of the step is {NOT_WORTH}"]
 
 
-def _md_row(cells) -> str:
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-
-
 def markdown(profile: Profile) -> str:
+    from opmatrix.report.markdown import row
+
     lines = [f"# Profile of {profile.target}", ""] + [f"- {line}" for line in summary_lines(profile)]
     lines += ["", "## Kernel groups", "", "Whole-step gain if the group ran k times faster (Amdahl: "
-              "1 / ((1 - s) + s / k)); the shares sum to 1.", "", _md_row(HEADERS),
-              _md_row(["---"] * len(HEADERS))]
-    lines += [_md_row(row) for row in table_rows(profile)]
+              "1 / ((1 - s) + s / k)); the shares sum to 1.", "", row(HEADERS),
+              row(["---"] * len(HEADERS))]
+    lines += [row(cells) for cells in table_rows(profile)]
     lines += ["", "## Top raw ops", ""] + _top_ops_table(profile.top_ops)
     lines += ["", "## Cross-check against torch.profiler key_averages()", "",
-              _md_row(("name", "ours (µs)", "key_averages (µs)", "difference")), _md_row(["---"] * 4)]
-    lines += [_md_row((c["name"], f"{c['ours_us']:.1f}", f"{c['key_averages_us']:.1f}", f"{100 * c['rel_diff']:.3g}%"))
+              row(("name", "ours (µs)", "key_averages (µs)", "difference")), row(["---"] * 4)]
+    lines += [row((c["name"], f"{c['ours_us']:.1f}", f"{c['key_averages_us']:.1f}", f"{100 * c['rel_diff']:.3g}%"))
               for c in profile.cross_check.compared]
     lines += ["", "Groups: " + "; ".join(f"{g}: {d}" for g, d in ops.GROUPS.items()) + "."]
     return "\n".join(lines) + "\n"
@@ -346,11 +344,13 @@ def markdown(profile: Profile) -> str:
 
 def _top_ops_table(top_ops: list[RawOp]) -> list[str]:
     """The top raw ops; on a GPU (kernels) with the ops that launched them."""
+    from opmatrix.report.markdown import row
+
     launched = any(o.launched_by for o in top_ops)
     headers = ("op", "group", "share", "ms / step", "calls / step") + (("launched by",) if launched else ())
     rows = [(o.name, o.group, f"{100 * o.share:.1f}%", f"{o.us_per_step / 1e3:.3f}", f"{o.calls:g}")
             + ((", ".join(o.launched_by),) if launched else ()) for o in top_ops]
-    return [_md_row(headers), _md_row(["---"] * len(headers))] + [_md_row(r) for r in rows]
+    return [row(headers), row(["---"] * len(headers))] + [row(r) for r in rows]
 
 
 def to_dict(profile: Profile) -> dict:

@@ -26,6 +26,11 @@ def cell(value):
     return inline(value).replace("|", r"\|")
 
 
+def row(cells) -> str:
+    """One unpadded table row of table-safe cells (where a table is written line by line)."""
+    return "| " + " | ".join(str(cell(c)) for c in cells) + " |"
+
+
 def table(headers: list, rows: list[list]) -> str:
     from tabulate import tabulate
 

@@ -33,6 +33,7 @@ from opmatrix.core import status
 from opmatrix.core.result import backend_label
 from opmatrix.decide import stats
 from opmatrix.decide.verdicts import K_AA, Q_MAX
+from opmatrix.report.markdown import row
 
 SAFE, RISK, BREAKS, NOTHING = "safe", "risk", "breaks", "nothing compared"
 IMPROVED, SAME, UNCOMPARED = "improved", "same", "not compared"
@@ -321,13 +322,12 @@ def markdown(comparisons: list[Comparison]) -> str:
                 f"{how}; runs {', '.join(c.runs) or '(this run)'}; {counts or 'no common rows'}; threshold "
                 f"max({c.min_speedup:g}, 1 + {K_AA:g} x A/A noise), q < {Q_MAX:g} (Benjamini-Hochberg)", ""]
         out += ["What differs: " + ("; ".join(c.fingerprint) if c.fingerprint else "no imported version differs"), ""]
-        out += ["| outcome | device | kernel | workload | dtype | backend | time after / before | A/A | why |",
-                "|---|---|---|---|---|---|---|---|---|"]
+        out += [row(("outcome", "device", "kernel", "workload", "dtype", "backend", "time after / before", "A/A",
+                     "why")), row(["---"] * 9)]
         for r in c.rows:
             aa = f"±{100 * r.aa_floor:.1f}%" if r.aa_floor is not None else "–"
-            why = "; ".join(r.why).replace("|", "\\|")
-            out.append(f"| {r.outcome} | {r.device} | {r.kernel} | {r.workload} | {r.dtype} | {r.label} | "
-                       f"{r.ratio_text()} | {aa} | {why} |")
+            out.append(row((r.outcome, r.device, r.kernel, r.workload, r.dtype, r.label, r.ratio_text(), aa,
+                            "; ".join(r.why))))
         out.append("")
     return "\n".join(out)
 

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from opmatrix import paths
+from opmatrix.report.markdown import row
 from opmatrix.upgrade import history
 from opmatrix.upgrade.history import FILTER_KEYS, METRICS, Trend, short_night
 
@@ -98,8 +99,8 @@ def _trend_section(t: Trend) -> list[str]:
     for i, value in enumerate(t.values):
         shift = at.get(i)
         note = f"×{shift.ratio:.3f} from here: {shift.changed}" if shift else ""
-        lines.append("| " + " | ".join(_cell(v) for v in (short_night(t.nights[i]), t.run_ids[i], t.toolchains[i],
-                                                           t.fingerprints[i], f"{value:.4g}", note)) + " |")
+        lines.append(row((short_night(t.nights[i]), t.run_ids[i], t.toolchains[i], t.fingerprints[i],
+                          f"{value:.4g}", note)))
     lines += [""] + [f"- `{fp}`: {text or 'versions not recorded'}" for fp, text in t.versions.items()] + [""]
     return lines
 
@@ -114,7 +115,3 @@ def _nothing_matches(df, filters: dict[str, str], metric: str, history_dir: Path
             return f"no {key} {value!r} in {history_dir}; {key}s there: {', '.join(known) or 'none'}"
     wanted = " ".join(f"{k}={v}" for k, v in filters.items()) or "any series"
     return f"no `ok` row with a {metric} in {history_dir} for {wanted}"
-
-
-def _cell(value: str) -> str:
-    return str(value).replace("|", r"\|").replace("\n", " ")
