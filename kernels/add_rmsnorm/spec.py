@@ -11,6 +11,7 @@ Memory-bound: x, residual and w read once, y and h written once; a few operation
 (`min_bytes`). Eager PyTorch runs the add, then the norm, which reads h back.
 No framework import at module level: the planner reads WORKLOADS without torch.
 """
+from opmatrix.kit import ITEMSIZE, UNIT_ROUNDOFF
 
 EPS = 1e-6  # rmsnorm's convention (kernels/rmsnorm/spec.py); every implementation reads it through load_spec
 
@@ -29,7 +30,6 @@ WORKLOADS = {
 # Relative error of the whole output against the fp64 reference: output rounding dominates.
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
 DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
-_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 
 
 def describe(w: dict) -> str:
@@ -43,7 +43,7 @@ def flops(w: dict) -> float:
 
 def min_bytes(w: dict, dtype: str) -> float:
     """x, residual and w read once; y and h written once."""
-    return float(_SIZE[dtype] * (4 * w["tokens"] * w["hidden"] + w["hidden"]))
+    return float(ITEMSIZE[dtype] * (4 * w["tokens"] * w["hidden"] + w["hidden"]))
 
 
 def tolerance(dtype: str) -> float:
@@ -56,7 +56,7 @@ def elementwise_tolerance(dtype: str) -> tuple[float, float] | None:
     with w again (LlamaRMSNorm): up to 3 u relative (u = 2^-11 fp16, 2^-8 bf16), one u more than the default's
     2 u. Eager PyTorch on the CPU (torch 2.13, the llama8b_prefill shape, 3 seeds) needed up to 2.4 u at atol 0.5 u:
     rtol 3 u, atol the default 0.5 u. fp32 rounds nothing to a narrower type: the default (None)."""
-    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(dtype)
+    u = None if dtype == "float32" else UNIT_ROUNDOFF[dtype]
     return (0.5 * u, 3 * u) if u else None
 
 

@@ -3,6 +3,7 @@
 Compute-bound at long sequences; a fused kernel never writes the seq x seq score matrix to memory.
 No framework import at module level: the planner reads WORKLOADS without torch.
 """
+from opmatrix.kit import ITEMSIZE, UNIT_ROUNDOFF
 
 WORKLOADS = {
     # GPU-sized (the seed's shapes), causal and not
@@ -31,7 +32,7 @@ def flops(w: dict) -> float:
 
 
 def min_bytes(w: dict, dtype: str) -> float:
-    size = {"float16": 2, "bfloat16": 2, "float32": 4}[dtype]
+    size = ITEMSIZE[dtype]
     return float(4 * size * w["batch"] * w["heads"] * w["seq"] * w["head_dim"])  # Q, K, V read; O written
 
 
@@ -45,7 +46,7 @@ def elementwise_tolerance(dtype: str) -> tuple[float, float] | None:
     error not proportional to the output element. On an H200 (SDPA flash, cuDNN, efficient; Triton; every GPU
     workload above, 3 seeds) it needed up to 2.6 u at rtol 2 u (u = 2^-11 fp16, 2^-8 bf16): atol 5 u keeps twice
     that. fp32 rounds nothing to a narrower type: the default (None)."""
-    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(dtype)
+    u = None if dtype == "float32" else UNIT_ROUNDOFF[dtype]
     return (5 * u, 2 * u) if u else None
 
 

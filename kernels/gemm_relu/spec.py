@@ -4,6 +4,7 @@ The seed's example operator: a matrix product with a fused elementwise epilogue.
 kernels (matmul, then relu over C); a fused kernel saves one read and one write of C.
 No framework import at module level: the planner reads WORKLOADS without torch.
 """
+from opmatrix.kit import ITEMSIZE
 
 WORKLOADS = {
     # GPU-sized
@@ -33,7 +34,7 @@ def flops(w: dict) -> float:
 
 def min_bytes(w: dict, dtype: str) -> float:
     """Each input read once and the output written once."""
-    size = {"float16": 2, "bfloat16": 2, "float32": 4}[dtype]
+    size = ITEMSIZE[dtype]
     return float(size * (w["M"] * w["K"] + w["K"] * w["N"] + w["M"] * w["N"]))
 
 

@@ -4,6 +4,7 @@ Memory-bound: one read of x and w, one write of y; the arithmetic is a few opera
 judged in GB/s against the device's measured copy bandwidth (`min_bytes`), not in FLOP/s.
 No framework import at module level: the planner reads WORKLOADS without torch.
 """
+from opmatrix.kit import ITEMSIZE
 
 EPS = 1e-6  # part of the operator's definition: every implementation reads it (opmatrix.kit.load_spec(__file__))
 
@@ -33,7 +34,7 @@ def flops(w: dict) -> float:
 
 
 def min_bytes(w: dict, dtype: str) -> float:
-    size = {"float16": 2, "bfloat16": 2, "float32": 4}[dtype]
+    size = ITEMSIZE[dtype]
     return float(size * (2 * w["tokens"] * w["hidden"] + w["hidden"]))
 
 

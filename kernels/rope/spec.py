@@ -18,6 +18,7 @@ implements the general formula above (reading all of cos and sin, as the model's
 Memory-bound: q, k, cos and sin read once, q_embed and k_embed written once; judged in GB/s (`min_bytes`).
 No framework import at module level: the planner reads WORKLOADS without torch.
 """
+from opmatrix.kit import ITEMSIZE, UNIT_ROUNDOFF
 
 WORKLOADS = {
     # GPU-sized. The model profile's Llama (opmatrix.profile.targets, preset gpu: hidden 2048, 16 heads of 128,
@@ -36,7 +37,6 @@ WORKLOADS = {
 # Relative error of the whole output against the fp64 reference: output rounding dominates.
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
 DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
-_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 
 
 def describe(w: dict) -> str:
@@ -56,7 +56,7 @@ def flops(w: dict) -> float:
 def min_bytes(w: dict, dtype: str) -> float:
     """q and k read once, cos and sin read once (not once per head), q_embed and k_embed written once."""
     table = w["batch"] * w["seq"] * w["head_dim"]
-    return float(_SIZE[dtype] * (2 * _qk_elements(w) + 2 * table))
+    return float(ITEMSIZE[dtype] * (2 * _qk_elements(w) + 2 * table))
 
 
 def tolerance(dtype: str) -> float:
@@ -71,7 +71,7 @@ def elementwise_tolerance(dtype: str) -> tuple[float, float] | None:
     the GPU rounds the same products the same way) needed up to 3.8 u at rtol 2 u (u = 2^-11 fp16, 2^-8 bf16):
     atol 8 u keeps twice that. A kernel that adds in fp32 and rounds once needs far less (torch.compile on the CPU:
     under 1e-4 u). fp32 rounds nothing to a narrower type: the default (None)."""
-    u = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}.get(dtype)
+    u = None if dtype == "float32" else UNIT_ROUNDOFF[dtype]
     return (8 * u, 2 * u) if u else None
 
 

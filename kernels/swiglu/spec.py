@@ -6,6 +6,7 @@ Memory-bound: gate and up read once, out written once, a handful of operations p
 (`min_bytes`). Eager PyTorch runs it as two kernels (silu, then the product) and writes the activation in between.
 No framework import at module level: the planner reads WORKLOADS without torch.
 """
+from opmatrix.kit import ITEMSIZE
 
 WORKLOADS = {
     # GPU-sized. The model profile's Llama (opmatrix.profile.targets, preset gpu: intermediate 5632, batch 4 x
@@ -22,7 +23,6 @@ WORKLOADS = {
 # Relative error of the whole output against the fp64 reference: output rounding dominates.
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
 DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
-_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
 
 
 def describe(w: dict) -> str:
@@ -36,7 +36,7 @@ def flops(w: dict) -> float:
 
 def min_bytes(w: dict, dtype: str) -> float:
     """gate and up read once, out written once."""
-    return float(_SIZE[dtype] * 3 * w["tokens"] * w["intermediate"])
+    return float(ITEMSIZE[dtype] * 3 * w["tokens"] * w["intermediate"])
 
 
 def tolerance(dtype: str) -> float:

@@ -7,6 +7,8 @@
 - `Unsupported(reason)`: this device / dtype / workload is not covered; `Unavailable(reason)`: the backend's
   package is not importable here; `require(module)`: import it or raise Unavailable.
 - `load_spec(__file__)`: the kernel's own spec.py, for constants its implementations share (rmsnorm's EPS).
+- `ITEMSIZE[dtype]` (bytes per element, for a spec's `min_bytes`) and `UNIT_ROUNDOFF[dtype]` (the unit roundoff
+  the element-wise check counts in, for a spec's `elementwise_tolerance`).
 
 Submodules, imported where used: `aot` (compile-only builds), `tune` (TileLang's autotuner, twice),
 `cutlass` (nvcc, CUTLASS headers, cached shared libraries). Stdlib only at import.
@@ -17,9 +19,12 @@ from pathlib import Path
 from types import ModuleType
 
 from opmatrix.incell import plugins
+from opmatrix.incell.correctness import UNIT_ROUNDOFF
 from opmatrix.incell.plugins import Built, Compiled, Unavailable, Unsupported, require
 
-__all__ = ["Built", "Compiled", "Unavailable", "Unsupported", "require", "load_spec"]
+__all__ = ["Built", "Compiled", "Unavailable", "Unsupported", "require", "load_spec", "ITEMSIZE", "UNIT_ROUNDOFF"]
+
+ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4}  # bytes per element of each dtype a kernel may name
 
 
 def load_spec(implementation_file: str) -> ModuleType:
