@@ -138,13 +138,26 @@ def worker_process_row(root: Path, backend: str, kernel: str, workload: str, dty
     return read_result(folder / "result.json", task.attempt)
 
 
-DEFAULT_STYLE_DEVICES = {
-    "cpu": """
+CPU_DEVICE = """
 [[device]]
 id = "cpu"
 vendor = "cpu"
 arch = "auto"
-""",
+"""
+# Two toolchains over this interpreter's packages that differ only in the TileLang pin. The tests that use them
+# name them alike, so that they share the two cell environments (an environment is reused on an exact match).
+TILELANG_PINS = """
+[[toolchain]]
+name = "tl014"
+system = true
+packages = ["tilelang==0.1.14"]
+[[toolchain]]
+name = "tl015"
+system = true
+packages = ["tilelang==0.1.15"]
+"""
+DEFAULT_STYLE_DEVICES = {
+    "cpu": CPU_DEVICE,
     "h200": """
 [[device]]
 id = "h200"

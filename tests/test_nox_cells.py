@@ -12,17 +12,9 @@ import pytest
 
 from opmatrix.run import run
 from opmatrix.scheduling.local import LocalScheduler
-from tests.helpers import run_default_style
+from tests.helpers import CPU_DEVICE, TILELANG_PINS, run_default_style
 
 pytestmark = pytest.mark.integration
-
-CPU_DEVICE = """
-[[device]]
-id = "cpu"
-vendor = "cpu"
-arch = "auto"
-"""
-
 
 @pytest.fixture(scope="module")
 def pinned_run(tmp_path_factory):
@@ -33,16 +25,7 @@ name = "pins"
 backends = ["tilelang"]
 [run]
 timeout_s = 300
-{CPU_DEVICE}
-[[toolchain]]
-name = "tl014"
-system = true
-packages = ["tilelang==0.1.14"]
-[[toolchain]]
-name = "tl015"
-system = true
-packages = ["tilelang==0.1.15"]
-[[toolchain]]
+{CPU_DEVICE}{TILELANG_PINS}[[toolchain]]
 name = "unbuildable"
 system = true
 packages = ["tilelang==0.0.999"]

@@ -1,7 +1,7 @@
 """A real toolchain comparison on the CPU: two toolchains that differ in one real package version (tilelang 0.1.14
 vs 0.1.15), in two real nox cell environments, their workers timed in the same rounds by one cell runner; then
 `opmatrix compare` reads it. The toolchains are the ones test_nox_cells.py builds (same names, same pins), so the
-environments are shared when both run in one checkout."""
+environments are shared when both run in one checkout (tests.helpers.TILELANG_PINS)."""
 import json
 import subprocess
 import sys
@@ -13,6 +13,7 @@ import pytest
 from opmatrix.run import run
 from opmatrix.scheduling.local import LocalScheduler
 from opmatrix.upgrade import compare
+from tests.helpers import CPU_DEVICE, TILELANG_PINS
 
 pytestmark = pytest.mark.integration
 
@@ -25,19 +26,7 @@ rounds = 10
 max_rounds = 10
 burst_ms = 5
 burst_warmup_ms = 1
-[[device]]
-id = "cpu"
-vendor = "cpu"
-arch = "auto"
-[[toolchain]]
-name = "tl014"
-system = true
-packages = ["tilelang==0.1.14"]
-[[toolchain]]
-name = "tl015"
-system = true
-packages = ["tilelang==0.1.15"]
-[[compare]]
+""" + CPU_DEVICE + TILELANG_PINS + """[[compare]]
 baseline = "tl014"
 candidate = "tl015"
 [[kernel]]
