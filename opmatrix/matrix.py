@@ -149,6 +149,9 @@ class RunSettings(_Model):
                                  "(kernel, workload, dtype)")
     burst_ms: float = Field(20, gt=0, **MILLIS, description="timing budget of one contestant's burst in a round")
     burst_warmup_ms: float = Field(5, ge=0, **MILLIS, description="warm-up before each burst")
+    burst_calls: int = Field(0, ge=0, le=10000, description="at least this many calls per burst: a contestant whose "
+                             "call is slow gets a longer burst (its last round median × burst_calls) than burst_ms, "
+                             "so a burst averages over the power state's swings, not a handful of calls; 0: off")
     kernels_dir: str | None = None
     backends_dir: str | None = None
     compile_only: bool = Field(True, description="for devices no host has, build (or lower) each kernel for them "

@@ -90,3 +90,17 @@ def test_telemetry_watch_never_fails_a_measurement():
     with pytest.raises(ValueError), telemetry.watch("gpu", open_gpu=lambda device: gpu):
         raise ValueError("the timing failed")
     assert gpu.closed  # closed even when the block raises
+
+
+def test_a_slow_call_gets_a_burst_of_at_least_burst_calls_calls():
+    from opmatrix.core.jobs import Settings
+    from opmatrix.incell.rounds import Contestant, burst_ms
+
+    settings = Settings(burst_ms=20, burst_calls=30)
+    slow = Contestant(job=None, server=None)
+    assert burst_ms(slow, settings) == 20  # first round: nothing known yet
+    slow.round_ms.append(3.0)  # a 3 ms call: 20 ms would hold 6 calls
+    assert burst_ms(slow, settings) == 90
+    fast = Contestant(job=None, server=None, round_ms=[0.05])
+    assert burst_ms(fast, settings) == 20  # 30 calls fit in burst_ms already
+    assert burst_ms(slow, Settings(burst_ms=20)) == 20  # off by default

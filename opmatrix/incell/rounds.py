@@ -101,9 +101,10 @@ class Rounds:
         order = self._live()
         self.random.shuffle(order)
         for position, c in enumerate(order):
-            limit = min(c.job.timeout_s, BURST_LIMIT_S + 20 * (self.settings.burst_warmup_ms + self.settings.burst_ms) / 1e3)
+            rep_ms = burst_ms(c, self.settings)
+            limit = min(c.job.timeout_s, BURST_LIMIT_S + 20 * (self.settings.burst_warmup_ms + rep_ms) / 1e3)
             try:
-                reply = c.server.burst(self.settings.burst_warmup_ms, self.settings.burst_ms, limit)
+                reply = c.server.burst(self.settings.burst_warmup_ms, rep_ms, limit)
             except ServerGone as gone:
                 c.failure = gone
                 continue
@@ -127,6 +128,14 @@ class Rounds:
             if len(ratios) >= 3 and straddles(ratios, self.settings.min_speedup):
                 return True
         return False
+
+
+def burst_ms(c: Contestant, settings: Settings) -> float:
+    """One burst's timing budget for this contestant: `burst_ms`, or longer for a slow call, so that a burst holds at
+    least `burst_calls` calls (judged from its previous round; the first round uses `burst_ms`)."""
+    if not settings.burst_calls or not c.round_ms:
+        return settings.burst_ms
+    return max(settings.burst_ms, settings.burst_calls * c.round_ms[-1])
 
 
 def paired_ratios(base: Contestant, other: Contestant) -> list[float]:
