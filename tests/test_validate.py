@@ -244,3 +244,67 @@ def test_torch_compile_swaps_match_the_model(step):
     for c in checked:
         assert not c.unfit and c.applied, c
         assert 0 <= c.rel_err <= check.TOLERANCE["float32"] and math.isfinite(c.rel_err)
+
+
+# --- a matrix run as the source of choices and microbenchmark speed-ups ---------------------------------------------
+
+def stored_run(folder: Path) -> Path:
+    """A run folder as `opmatrix run` leaves it (results.jsonl rows timed in rounds, verdicts.json): rope on a CPU
+    device, torch (baseline, with its A/A twin) and torch-compile (2x faster) on the workload small_d64."""
+    from opmatrix.core.result import Result
+    from opmatrix.store import VERDICTS_JSON, ResultStore
+
+    store = ResultStore(folder)
+    common = dict(run_id=folder.name, cell="cpu.host", device="cpu", toolchain="host", vendor="cpu", kernel="rope",
+                  workload="small_d64", dtype="float32", status="ok", pairing="interleaved")
+    base = [1.0, 1.1, 0.9, 1.0, 1.05]
+    store.append(Result(**common, backend="torch", variant="default", round_ms=base,
+                        aa_round_ms=[1.01, 1.09, 0.91, 0.99, 1.04]))
+    store.append(Result(**common, backend="torch-compile", variant="default", round_ms=[b / 2 for b in base],
+                        baseline_round_ms=base, aa_round_ms=[1.01, 1.09, 0.91, 0.99, 1.04]))
+    (folder / VERDICTS_JSON).write_text(json.dumps([
+        {"kernel": "rope", "device": "cpu", "toolchain": "host", "verdict": "adopt", "choice": "torch-compile",
+         "candidates": [{"label": "torch-compile", "geomean": 2.0, "lo": 1.9, "hi": 2.1}]},
+        {"kernel": "gemm_relu", "device": "cpu", "toolchain": "host", "verdict": "keep framework",
+         "choice": "torch", "candidates": []}]))
+    return folder
+
+
+def test_a_runs_verdicts_choose_and_its_rows_give_the_micro_speedup(tmp_path):
+    from opmatrix.validate import sources
+
+    folder = stored_run(tmp_path / "kernels-run")
+    choices = sources.chosen(folder, "cpu", None)
+    assert choices == [swap.Choice("rope", "torch-compile")]
+    with pytest.raises(UsageError, match="no nvidia devices"):
+        sources.chosen(folder, "nvidia", None)
+    small = {"batch": 2, "heads": 4, "kv_heads": 2, "seq": 64, "head_dim": 64}  # spec WORKLOADS["small_d64"]
+    (micro, why), = sources.micro_speedups(folder, choices, {"rope": small}, "float32", "cpu", None,
+                                           paths.KERNELS).values()
+    assert micro.estimate == pytest.approx(2.0) and "small_d64" in micro.source and "model's shape" in micro.source
+    tiny = {"batch": 2, "heads": 4, "kv_heads": 4, "seq": 32, "head_dim": 16}  # no workload of the run has it
+    (micro, why), = sources.micro_speedups(folder, choices, {"rope": tiny}, "float32", "cpu", None,
+                                           paths.KERNELS).values()
+    assert micro.estimate == 2.0 and "geometric mean" in micro.source
+    (micro, why), = sources.micro_speedups(folder, choices, {"rope": tiny}, "bfloat16", "cpu", None,
+                                           paths.KERNELS).values()
+    assert micro.estimate == 2.0 and "geometric mean" in micro.source  # the verdict's, across dtypes: said so
+
+
+def test_cli_from_run_names_the_micro_speedup_of_the_baseline(tmp_path, capsys):
+    folder = stored_run(tmp_path / "kernels-run")
+    assert main(["validate", "llama", "--preset", "tiny", "--use", "rope=torch", "--from-run", str(folder),
+                 "--rounds", "3", "--max-rounds", "3", "--reports", str(tmp_path), "--run-id", "v", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["parts"][0]["micro_speedup"] == 1.0 and "baseline" in row["parts"][0]["micro"]
+    assert "no profile share" in row["prediction"]
+
+
+@pytest.mark.integration
+def test_cli_from_run_swaps_what_its_verdicts_adopt(tmp_path, capsys):
+    folder = stored_run(tmp_path / "kernels-run")
+    assert main(["validate", "llama", "--preset", "tiny", "--from-run", str(folder), "--rounds", "3",
+                 "--max-rounds", "3", "--reports", str(tmp_path), "--run-id", "v", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["variant"] == "rope=torch-compile" and row["rel_err"] <= row["tolerance"]
+    assert row["parts"][0]["micro_speedup"] == 2.0 and row["verdict"] != verdict.WRONG
