@@ -234,6 +234,7 @@ def parser() -> argparse.ArgumentParser:
     from opmatrix import __version__
     from opmatrix.profile.cli import add_profile_parser  # imported here: both import UsageError from this module
     from opmatrix.upgrade.history_cli import add_history_parser
+    from opmatrix.validate.cli import add_validate_parser
 
     p = argparse.ArgumentParser(prog="opmatrix", description="Run every kernel backend on every device and "
                                 "toolchain of a matrix file; store results; report coverage, correctness, speed "
@@ -247,6 +248,7 @@ def parser() -> argparse.ArgumentParser:
         add(sub)
     add_profile_parser(sub, _subcommand)
     add_history_parser(sub, _subcommand)
+    add_validate_parser(sub, _subcommand)
     return p
 
 

@@ -8,7 +8,8 @@ the first rule that applies:
 1. labelled range: the innermost `opmatrix::<group>` range around the op wins. While profiling, `labelled_ranges()`
    opens such a range around every module whose class name ends with a suffix of MODULE_GROUPS (LlamaRMSNorm ->
    rmsnorm, LlamaRotaryEmbedding -> rope, LlamaMLP -> swiglu, Linear -> gemm_relu) and around every call of a
-   function of FUNCTION_GROUPS (transformers' apply_rotary_pos_emb -> rope). Innermost wins, so the projections
+   function of FUNCTION_GROUPS (transformers' apply_rotary_pos_emb -> rope); both come from the model registry
+   (opmatrix.validate.registry), the sites `opmatrix validate` swaps kernels into. Innermost wins, so the projections
    inside LlamaMLP (Linear) are gemm_relu and only its silu and product are swiglu;
 2. op name: the outermost op around it (itself included) that OP_GROUPS files under a kernel group: the aten::mm
    under aten::linear is gemm_relu, the aten::empty under aten::scaled_dot_product_attention is flash_attention,
@@ -17,7 +18,7 @@ the first rule that applies:
 4. on a GPU, a kernel whose op is still `other` (a custom op, a kernel launched by no op): the first substring of
    KERNEL_PATTERNS in the kernel's name (flash/fmha -> flash_attention, gemm/nvjet/cutlass -> gemm_relu);
 5. else other.
-These tables are the one place the mapping lives.
+These tables (and the registry's sites) are the one place the mapping lives.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Iterator
+
+from opmatrix.validate import registry
 
 GEMM, ATTENTION, RMSNORM, ROPE, SWIGLU = "gemm_relu", "flash_attention", "rmsnorm", "rope", "swiglu"
 ELEMENTWISE, OTHER = "elementwise", "other"
@@ -43,17 +46,10 @@ KERNEL_GROUPS = (GEMM, ATTENTION, RMSNORM, ROPE, SWIGLU)  # a custom kernel coul
 RANGE_PREFIX = "opmatrix::"
 STEP_RANGE = RANGE_PREFIX + "step"  # one profiled step; names no group
 
-MODULE_GROUPS = (  # (class-name suffix, group): a range around every module whose class name ends so
-    ("RMSNorm", RMSNORM),  # LlamaRMSNorm, torch.nn.RMSNorm, MistralRMSNorm, ...
-    ("RotaryEmbedding", ROPE),
-    ("LlamaMLP", SWIGLU),
-    ("SwiGLU", SWIGLU),
-    ("Linear", GEMM),  # torch.nn.Linear (its ops are gemm_relu also inside an MLP range)
-)
-
-FUNCTION_GROUPS = (  # (module, function, group): a range around each call, where the module is already imported
-    ("transformers.models.llama.modeling_llama", "apply_rotary_pos_emb", ROPE),
-)
+# The model sites (module classes by name suffix, functions) are the registry's: one table for profile and validate
+# (opmatrix.validate.registry.SITES), read here as the profile's two views of it.
+MODULE_GROUPS = registry.module_sites()  # (class-name suffix, group): a range around every module whose name ends so
+FUNCTION_GROUPS = registry.function_sites()  # (module, function, group): a range around each call, where imported
 
 OP_GROUPS = {
     **dict.fromkeys(("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
