@@ -174,7 +174,7 @@ def _cmd_report(args) -> int:
     from rich.console import Console
 
     from opmatrix.run import finish
-    from opmatrix.store import RESULTS_JSONL, ResultStore, run_dir
+    from opmatrix.store import REPORT_HTML, RESULTS_JSONL, ResultStore, run_dir
 
     reports = Path(args.reports)
     folder = run_dir(args.run, reports)
@@ -182,6 +182,10 @@ def _cmd_report(args) -> int:
         raise UsageError(f"{folder}: no {RESULTS_JSONL} in this folder, so there is nothing to report (a run folder "
                          f"is written by `opmatrix run`); runs under {reports}: {_known_runs(reports)}")
     finish(ResultStore(folder), Console(), strict=args.strict)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open((folder / REPORT_HTML).resolve().as_uri())
     return 0
 
 
@@ -298,13 +302,14 @@ def _deployments_parser(sub) -> None:
 
 
 def _report_parser(sub) -> None:
-    rep = _subcommand(sub, "report", "rebuild results.parquet, verdicts.json and report.md of a run from its "
-                      "results.jsonl", "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder "
-                      "--strict", _cmd_report)
+    rep = _subcommand(sub, "report", "rebuild results.parquet, verdicts.json, report.md and report.html of a run "
+                      "from its results.jsonl", "  opmatrix report 20261130-h200-full --open\n  opmatrix report "
+                      "path/to/run-folder --strict", _cmd_report)
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
     rep.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
     rep.add_argument("--strict", action="store_true", help="refuse (exit 2) when results.jsonl has lines that are "
                      "not valid rows, instead of reporting from the others and listing them")
+    rep.add_argument("--open", action="store_true", help="open report.html in the default web browser")
 
 
 def _plan_parser(sub) -> None:
