@@ -147,8 +147,25 @@ def _cmd_compare(args) -> int:
             raise UsageError(str(exc)) from None
     if args.junit:
         Path(args.junit).write_text(compare.junit_xml(comparisons, args.strict), encoding="utf-8")
+    if args.html is not None:
+        _write_compare_page(comparisons, args.html, folders)
     print(compare.to_json(comparisons) if args.json else compare.markdown(comparisons))
     return compare.exit_code(comparisons, args.strict)
+
+
+def _write_compare_page(comparisons, html: str, folders: list[Path]) -> None:
+    """comparison.html at the path given, else in the (candidate) run folder: comparison.html for one run,
+    comparison-vs-<baseline run>.html for two; its path on stderr (stdout carries the Markdown or JSON)."""
+    from opmatrix.report.html.compare_page import write_compare_page
+    from opmatrix.store import COMPARISON
+
+    default = f"{COMPARISON}.html" if len(folders) == 1 else f"{COMPARISON}-vs-{folders[0].name}.html"
+    path = Path(html) if html else folders[-1] / default
+    try:
+        write_compare_page(comparisons, path, "opmatrix compare: " + " vs ".join(f.name for f in folders))
+    except OSError as exc:
+        raise UsageError(f"--html {path}: cannot write it ({exc.strerror or exc}); name a writable file") from None
+    print(f"comparison page: {path}", file=sys.stderr)
 
 
 def _manifest(folder: Path):
@@ -290,6 +307,9 @@ def _compare_parser(sub) -> None:
     c.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per row, for CI systems")
     c.add_argument("--strict", action="store_true", help="exit 1 on risk too (always on breaks); risk rows fail "
                    "in the JUnit XML")
+    c.add_argument("--html", nargs="?", const="", metavar="FILE", help="also write the comparison as one HTML page "
+                   "(default FILE: comparison.html in the run folder; comparison-vs-RUN_A.html in RUN_B's for two "
+                   "runs)")
 
 
 def _deployments_parser(sub) -> None:

@@ -227,9 +227,11 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
 
 
 def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
-    """A run of a matrix with [[compare]]: the upgrade verdicts (comparison.md / .json / .junit.xml) and a summary."""
+    """A run of a matrix with [[compare]]: the upgrade verdicts (comparison.md / .json / .junit.xml / .html) and a
+    summary."""
     from rich.markup import escape
 
+    from opmatrix.report.html.compare_page import write_compare_page
     from opmatrix.upgrade import compare
 
     min_speedup = float(manifest.acceptance.get("min_speedup", 1.05))
@@ -240,6 +242,7 @@ def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
     (folder / f"{COMPARISON}.json").write_text(compare.to_json(comparisons), encoding="utf-8")
     (folder / f"{COMPARISON}.md").write_text(compare.markdown(comparisons), encoding="utf-8")
     (folder / f"{COMPARISON}.junit.xml").write_text(compare.junit_xml(comparisons), encoding="utf-8")
+    write_compare_page(comparisons, folder / f"{COMPARISON}.html", f"opmatrix compare: run {manifest.run_id}")
     for c in comparisons:
         console.print(f"upgrade {escape(c.baseline)} -> {escape(c.candidate)}: {c.verdict} "
                       f"({', '.join(f'{n} {k}' for k, n in sorted(c.counts().items()))}); "

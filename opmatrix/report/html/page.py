@@ -42,6 +42,7 @@ nav { font-size: 12.5px; margin: 6px 0 12px; } nav a { margin-right: 10px; }
 figure { margin: 6px 0 14px; } figure svg { max-width: 100%; height: auto; display: block; }
 figcaption { color: #4a5360; font-size: 12.5px; }
 .empty { color: #777; font-style: italic; }
+.grid2 { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 4px 14px; }
 """
 CSS += "".join(f".st-{name} {{ background: {colour}; }}\n" for name, colour in BACKGROUND.items())
 
@@ -72,15 +73,18 @@ def cell(value, title: str = "", css: str = "") -> str:
     return f'<td class="{classes}"{hover}>{esc(value)}</td>'
 
 
-def table(headers: list, rows: list[list], titles: list[list[str]] | None = None) -> str:
-    """A table of escaped cells; `titles`, parallel to `rows`, gives hover text per cell (e.g. the reason)."""
+def table(headers: list, rows: list[list], titles: list[list[str]] | None = None,
+          classes: list[str] | None = None) -> str:
+    """A table of escaped cells; `titles`, parallel to `rows`, gives hover text per cell (e.g. the reason);
+    `classes`, one per row, colours a row's first cell (e.g. a comparison's outcome) instead of its status."""
     if not rows:
         return '<p class="empty">(none)</p>'
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = []
     for i, row in enumerate(rows):
         hover = titles[i] if titles else [""] * len(row)
-        body.append("<tr>" + "".join(cell(v, t) for v, t in zip(row, hover)) + "</tr>")
+        css = [classes[i] if classes else ""] + [""] * (len(row) - 1)
+        body.append("<tr>" + "".join(cell(v, t, c) for v, t, c in zip(row, hover, css)) + "</tr>")
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
