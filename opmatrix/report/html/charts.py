@@ -8,8 +8,11 @@ figure state. Colours: one per backend label (speed-ups) or per kernel (roofline
 """
 from __future__ import annotations
 
+import hashlib
+import html
 import io
 import math
+import re
 
 from opmatrix.report.table import present
 
@@ -34,8 +37,18 @@ def to_svg(fig, salt: str) -> str:
     with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
-    svg = text[text.index("<svg"):]
-    return svg.replace("<svg ", f'<svg role="img" data-chart="{salt}" ', 1)
+    svg = _own_ids(text[text.index("<svg"):], salt)
+    return svg.replace("<svg ", f'<svg role="img" data-chart="{html.escape(salt, quote=True)}" ', 1)
+
+
+_ID = re.compile(r'(\sid="|url\(#|href="#)([^")]+)')
+
+
+def _own_ids(svg: str, salt: str) -> str:
+    """Every id of the chart, and every reference to one, prefixed with the chart's own prefix: matplotlib numbers
+    its groups per figure (figure_1, patch_1, ...), so two charts in one page would share ids."""
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", salt)[:32] + "-" + hashlib.sha1(salt.encode()).hexdigest()[:6]
+    return _ID.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", svg)
 
 
 def _colours(names: list[str], cmap: str = "tab10") -> dict[str, tuple]:
