@@ -159,9 +159,13 @@ def roofline_chart(points, salt: str) -> str:
             ax.set_ylabel("achieved TFLOP/s")
             ax.set_title(f"{device} · {toolchain}", loc="left")
             ax.grid(which="major", color="#e3e3e3", linewidth=0.6)
-            ax.legend(loc="lower right", frameon=False, ncols=2)
         for ax in axes.flat[len(panels):]:
             ax.set_visible(False)
+        handles = {}
+        for ax in axes.flat[:len(panels)]:
+            handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", frameon=False,
+                   ncols=min(len(handles), 4))
         return to_svg(fig, salt)
 
 
