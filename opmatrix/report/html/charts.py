@@ -180,13 +180,15 @@ def _roofs(ax, p) -> None:
     for peak in peaks.values():
         roof = np.minimum(peak, gbps.iloc[0] * x / 1e3) if len(gbps) else np.full_like(x, peak)
         ax.plot(x, roof, color="#555", linewidth=1, linestyle="--")
-    if peaks:
+    if peaks:  # left of the ridge point, where no point of a compute-bound kernel sits
+        top = max(peaks.values())
+        ridge = min(max(top * 1e3 / gbps.iloc[0], lo), hi) if len(gbps) else hi
         text = ", ".join(f"{d} {v:.3g}" for d, v in sorted(peaks.items()))
-        ax.annotate(f"matmul ceiling (TFLOP/s): {text}", (hi, max(peaks.values())), ha="right", va="bottom",
-                    fontsize=7.5, color="#444")
+        ax.annotate(f"matmul ceiling (TFLOP/s): {text}", (ridge, top), xytext=(-6, 3), textcoords="offset points",
+                    ha="right", va="bottom", fontsize=7.5, color="#444")
     if len(gbps):
         ax.annotate(f"copy ceiling {gbps.iloc[0]:.4g} GB/s", (lo * 1.2, gbps.iloc[0] * lo * 1.2 / 1e3),
-                    ha="left", va="bottom", fontsize=7.5, color="#444")
+                    xytext=(4, -6), textcoords="offset points", ha="left", va="top", fontsize=7.5, color="#444")
 
 
 # ---- comparison page ------------------------------------------------------------------------------------------
