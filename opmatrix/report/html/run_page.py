@@ -33,28 +33,18 @@ def run_page(df, manifest: RunManifest, verdicts=None) -> str:
     """The page of one run (the rows of its store, its manifest, its verdicts when timed in rounds)."""
     baseline = manifest.baseline or DEFAULT_BASELINE
     timed = timed_rows(df)
-    parts = [verdict_section(verdicts)] if verdicts else []
-    parts += [coverage(df), correctness(df)]
-    body = []
-    for sec in parts:
-        if sec.title == "Coverage":
-            body.append(from_section(sec, legend(), titles=coverage_reasons(df)))
-        else:
-            body.append(from_section(sec))
-    titles = [sec.title for sec in parts]
-    for sec in performance(df):
-        body.append(_performance(sec, timed, baseline))
-        titles.append(sec.title)
-    body.append(_roofline(timed))
-    titles.append(ROOFLINE)
-    for sec in (compile_times(df), autotuning(df), measurement(df), crosscheck(df), failures(df),
-                environments(df)):
-        if sec.optional and not sec.rows:
-            continue
-        body.append(from_section(sec))
-        titles.append(sec.title)
-    head = _header(df, manifest)
-    return document(f"opmatrix run {manifest.run_id}", head + [nav(titles)] + body)
+    parts: list[tuple[str, str]] = []  # (title, html) in page order
+    if verdicts:
+        parts.append(("Verdicts", from_section(verdict_section(verdicts))))
+    parts.append(("Coverage", from_section(coverage(df), legend(), titles=coverage_reasons(df))))
+    parts.append(("Correctness", from_section(correctness(df))))
+    parts += [(sec.title, _performance(sec, timed, baseline)) for sec in performance(df)]
+    parts.append((ROOFLINE, _roofline(timed)))
+    for sec in (compile_times(df), autotuning(df), measurement(df), crosscheck(df), failures(df), environments(df)):
+        if sec.rows or not sec.optional:
+            parts.append((sec.title, from_section(sec)))
+    return document(f"opmatrix run {manifest.run_id}",
+                    _header(df, manifest) + [nav([t for t, _ in parts])] + [html for _, html in parts])
 
 
 def write_run_page(df, manifest: RunManifest, path: Path, verdicts=None) -> Path:
