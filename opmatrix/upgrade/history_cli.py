@@ -1,6 +1,7 @@
 """`opmatrix history [FILTER ...]`: per series, its values over the nights of reports/history, the change points and
-what changed in the toolchain that night (Markdown, or JSON with --json); `opmatrix history append RUN ...` adds
-stored runs to the history. opmatrix.cli wires it in with `add_history_parser(sub, _subcommand)`."""
+what changed in the toolchain that night (Markdown, JSON with --json, or a trend page with --html); `opmatrix
+history append RUN ...` adds stored runs to the history. opmatrix.cli wires it in with
+`add_history_parser(sub, _subcommand)`."""
 from __future__ import annotations
 
 import json
@@ -22,7 +23,8 @@ def add_history_parser(sub, subcommand) -> None:
                    "night; `history append RUN ...` adds stored runs",
                    "  opmatrix history append 20261130-h200-full nightly-20261201-030000\n"
                    "  opmatrix history kernel=gemm_relu backend=tilelang device=h200\n"
-                   "  opmatrix history kernel=rmsnorm --metric speedup --json", run_history)
+                   "  opmatrix history kernel=rmsnorm --metric speedup --json\n"
+                   "  opmatrix history device=h200 --html          # reports/history/trend.html", run_history)
     h.add_argument("words", nargs="*", metavar="FILTER", help=f"key=value, keys: {', '.join(FILTER_KEYS)} "
                    "(backend=tilelang[autotuned] also picks the variant); or `append RUN ...`")
     h.add_argument("--metric", default="median_ms", choices=METRICS, help="the value followed (default: median_ms)")
