@@ -41,8 +41,9 @@ def matrix(session: nox.Session) -> None:
 @nox.session(venv_backend="virtualenv")
 def nightly(session: nox.Session) -> None:
     """Tonight's upgrade check: run a matrix with [[compare]] (default matrix/nightly-cpu.toml) as run
-    nightly-<UTC date and time>, append it to reports/history, then judge it with `opmatrix compare`: the session
-    fails on `breaks` (and on `risk` with `-- MATRIX --strict`). comparison.junit.xml is in the run folder."""
+    nightly-<UTC date and time>, append it to reports/history (and redraw its trend page, trend.html), then judge it
+    with `opmatrix compare`: the session fails on `breaks` (and on `risk` with `-- MATRIX --strict`).
+    comparison.junit.xml and comparison.html are in the run folder."""
     import datetime
 
     external = isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv)
@@ -57,6 +58,7 @@ def nightly(session: nox.Session) -> None:
     session.run(python, "-m", "opmatrix", "run", matrix_file, "--run-id", run_id, env=env, external=external,
                 success_codes=[0, 1])
     session.run(python, "-m", "opmatrix", "history", "append", run_id, external=external)
+    session.run(python, "-m", "opmatrix", "history", "--html", external=external)  # reports/history/trend.html
     session.run(python, "-m", "opmatrix", "compare", run_id, *strict, external=external)
 
 

@@ -147,8 +147,25 @@ def _cmd_compare(args) -> int:
             raise UsageError(str(exc)) from None
     if args.junit:
         Path(args.junit).write_text(compare.junit_xml(comparisons, args.strict), encoding="utf-8")
+    if args.html is not None:
+        _write_compare_page(comparisons, args.html, folders)
     print(compare.to_json(comparisons) if args.json else compare.markdown(comparisons))
     return compare.exit_code(comparisons, args.strict)
+
+
+def _write_compare_page(comparisons, html: str, folders: list[Path]) -> None:
+    """comparison.html at the path given, else in the (candidate) run folder: comparison.html for one run,
+    comparison-vs-<baseline run>.html for two; its path on stderr (stdout carries the Markdown or JSON)."""
+    from opmatrix.report.html.compare_page import write_compare_page
+    from opmatrix.store import COMPARISON
+
+    default = f"{COMPARISON}.html" if len(folders) == 1 else f"{COMPARISON}-vs-{folders[0].name}.html"
+    path = Path(html) if html else folders[-1] / default
+    try:
+        write_compare_page(comparisons, path, "opmatrix compare: " + " vs ".join(f.name for f in folders))
+    except OSError as exc:
+        raise UsageError(f"--html {path}: cannot write it ({exc.strerror or exc}); name a writable file") from None
+    print(f"comparison page: {path}", file=sys.stderr)
 
 
 def _manifest(folder: Path):
@@ -174,7 +191,7 @@ def _cmd_report(args) -> int:
     from rich.console import Console
 
     from opmatrix.run import finish
-    from opmatrix.store import RESULTS_JSONL, ResultStore, run_dir
+    from opmatrix.store import REPORT_HTML, RESULTS_JSONL, ResultStore, run_dir
 
     reports = Path(args.reports)
     folder = run_dir(args.run, reports)
@@ -182,6 +199,10 @@ def _cmd_report(args) -> int:
         raise UsageError(f"{folder}: no {RESULTS_JSONL} in this folder, so there is nothing to report (a run folder "
                          f"is written by `opmatrix run`); runs under {reports}: {_known_runs(reports)}")
     finish(ResultStore(folder), Console(), strict=args.strict)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open((folder / REPORT_HTML).resolve().as_uri())
     return 0
 
 
@@ -288,6 +309,9 @@ def _compare_parser(sub) -> None:
     c.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per row, for CI systems")
     c.add_argument("--strict", action="store_true", help="exit 1 on risk too (always on breaks); risk rows fail "
                    "in the JUnit XML")
+    c.add_argument("--html", nargs="?", const="", metavar="FILE", help="also write the comparison as one HTML page "
+                   "(default FILE: comparison.html in the run folder; comparison-vs-RUN_A.html in RUN_B's for two "
+                   "runs)")
 
 
 def _deployments_parser(sub) -> None:
@@ -300,13 +324,14 @@ def _deployments_parser(sub) -> None:
 
 
 def _report_parser(sub) -> None:
-    rep = _subcommand(sub, "report", "rebuild results.parquet, verdicts.json and report.md of a run from its "
-                      "results.jsonl", "  opmatrix report 20261130-h200-full\n  opmatrix report path/to/run-folder "
-                      "--strict", _cmd_report)
+    rep = _subcommand(sub, "report", "rebuild results.parquet, verdicts.json, report.md and report.html of a run "
+                      "from its results.jsonl", "  opmatrix report 20261130-h200-full --open\n  opmatrix report "
+                      "path/to/run-folder --strict", _cmd_report)
     rep.add_argument("run", help="run id (folder under reports/) or a run folder path")
     rep.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
     rep.add_argument("--strict", action="store_true", help="refuse (exit 2) when results.jsonl has lines that are "
                      "not valid rows, instead of reporting from the others and listing them")
+    rep.add_argument("--open", action="store_true", help="open report.html in the default web browser")
 
 
 def _plan_parser(sub) -> None:

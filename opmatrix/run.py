@@ -22,8 +22,8 @@ from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
-from opmatrix.store import (COMPARISON, MANIFEST, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, ResultStore, StoreError,
-                            known_runs)
+from opmatrix.store import (COMPARISON, MANIFEST, REPORT_HTML, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, ResultStore,
+                            StoreError, known_runs)
 
 SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
 
@@ -213,10 +213,11 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
     if verdicts is not None:
         (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
     path = report.write_markdown(df, manifest, store.run_dir / "report.md", verdicts)
+    page = report.write_html(df, manifest, store.run_dir / REPORT_HTML, verdicts)
     report.print_terminal(df, console, verdicts)
     write_comparisons(df, manifest, store.run_dir, console)
-    console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}",
-                  soft_wrap=True)
+    console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}\n"
+                  f"page:    {escape(str(page))}", soft_wrap=True)
     left = manifest.planned_jobs - len(df)
     if left > 0:
         resume = f"opmatrix run {manifest.matrix or 'MATRIX'} --run-id {manifest.run_id} --resume"
@@ -226,9 +227,11 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
 
 
 def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
-    """A run of a matrix with [[compare]]: the upgrade verdicts (comparison.md / .json / .junit.xml) and a summary."""
+    """A run of a matrix with [[compare]]: the upgrade verdicts (comparison.md / .json / .junit.xml / .html) and a
+    summary."""
     from rich.markup import escape
 
+    from opmatrix.report.html.compare_page import write_compare_page
     from opmatrix.upgrade import compare
 
     min_speedup = float(manifest.acceptance.get("min_speedup", 1.05))
@@ -239,6 +242,7 @@ def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
     (folder / f"{COMPARISON}.json").write_text(compare.to_json(comparisons), encoding="utf-8")
     (folder / f"{COMPARISON}.md").write_text(compare.markdown(comparisons), encoding="utf-8")
     (folder / f"{COMPARISON}.junit.xml").write_text(compare.junit_xml(comparisons), encoding="utf-8")
+    write_compare_page(comparisons, folder / f"{COMPARISON}.html", f"opmatrix compare: run {manifest.run_id}")
     for c in comparisons:
         console.print(f"upgrade {escape(c.baseline)} -> {escape(c.candidate)}: {c.verdict} "
                       f"({', '.join(f'{n} {k}' for k, n in sorted(c.counts().items()))}); "

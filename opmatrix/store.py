@@ -24,6 +24,7 @@ RESULTS_JSONL = "results.jsonl"
 RESULTS_PARQUET = "results.parquet"
 MANIFEST = "run.json"
 COMPARISON = "comparison"  # .json / .md / .junit.xml: a run of a matrix with [[compare]] (opmatrix.upgrade)
+REPORT_HTML = "report.html"  # the run as one self-contained page, beside report.md (opmatrix.report.html)
 VERDICTS_JSON = "verdicts.json"  # written beside report.md by a run timed in rounds (opmatrix.decide)
 LOCK = ".lock"
 SKIPPED = "skipped.txt"  # the lines of results.jsonl that are not valid rows, as the last report found them

@@ -1,8 +1,9 @@
-"""Reports from the store only (never live objects): report.md through tabulate, a terminal view through rich.
+"""Reports from the store only (never live objects): report.md through tabulate, a terminal view through rich,
+report.html (opmatrix.report.html: one self-contained page with charts).
 
 sections.py builds each section once from the results DataFrame; markdown.py and terminal.py render the same
 sections, each escaping what its format would otherwise misread; styles.py holds the one status colour table.
-Importing this package imports neither pandas, tabulate nor rich.
+Importing this package imports neither pandas, tabulate, rich nor matplotlib.
 """
 from opmatrix.report.markdown import markdown, write_markdown
 from opmatrix.report.sections import sections
@@ -16,4 +17,11 @@ def print_terminal(df, console=None, verdicts=None) -> None:
     render(df, console, verdicts)
 
 
-__all__ = ["Section", "markdown", "print_terminal", "sections", "write_markdown"]
+def write_html(df, manifest, path, verdicts=None):
+    """report.html beside report.md: the same sections as one page with charts (matplotlib imported here)."""
+    from opmatrix.report.html.run_page import write_run_page
+
+    return write_run_page(df, manifest, path, verdicts)
+
+
+__all__ = ["Section", "markdown", "print_terminal", "sections", "write_html", "write_markdown"]

@@ -28,9 +28,25 @@ CLOCK_NOTE = (f"; {CLOCK_MARK}: the SM clock dropped or the driver capped power 
               "(see Measurement quality)")
 
 
-def performance(df) -> list[Section]:
+def timed_rows(df):
+    """The rows the performance tables and charts show: `ok` with a median time, each with its backend label."""
     timed = df[(df.status == status.OK) & df.median_ms.notna()].copy()
     timed["label"] = [backend_label(b, v) for b, v in zip(timed.backend, timed.variant)]
+    return timed
+
+
+def speedup_point(r) -> tuple[float, float, float]:
+    """(speed-up, lo, hi) of one timed row against the framework baseline, as its table entry states it: the
+    paired median ratio with its 95% interval where the row was timed in rounds, else the ratio of medians with
+    no interval (lo, hi NaN)."""
+    nan = float("nan")
+    if present(getattr(r, "speedup", nan)):
+        return float(r.speedup), float(r.speedup_lo), float(r.speedup_hi)
+    return (float(r.speedup_vs_framework) if present(r.speedup_vs_framework) else nan), nan, nan
+
+
+def performance(df) -> list[Section]:
+    timed = timed_rows(df)
     out = [kernel_table(kernel, k) for kernel, k in timed.groupby("kernel")]
     return out or [Section("Performance", [], [], PERFORMANCE_NOTE)]
 

@@ -54,19 +54,49 @@ def _coverage_columns(df) -> list[tuple[str, str, str | None]]:
     return columns
 
 
-def coverage(df) -> Section:
-    columns = _coverage_columns(df)
-    rows = []
+def _coverage_groups(df, columns):
+    """Per coverage row: (kernel, backend label, the rows of each column), in the table's order."""
     for (kernel, backend, variant), group in df.groupby(["kernel", "backend", "variant"], sort=True):
-        cells = []
+        subs = []
         for _, device, toolchain in columns:
             sub = group[group.device == device]
-            if toolchain is not None:
-                sub = sub[sub.toolchain == toolchain]
-            cells.append(coverage_cell(sub) if len(sub) else "")
-        rows.append([kernel, backend_label(backend, variant)] + cells)
+            subs.append(sub if toolchain is None else sub[sub.toolchain == toolchain])
+        yield kernel, backend_label(backend, variant), subs
+
+
+def coverage(df) -> Section:
+    columns = _coverage_columns(df)
+    rows = [[kernel, label] + [coverage_cell(sub) if len(sub) else "" for sub in subs]
+            for kernel, label, subs in _coverage_groups(df, columns)]
     note = COVERAGE_NOTE + (PER_CELL_NOTE if any(c[2] is not None for c in columns) else "")
     return Section("Coverage", ["kernel", "backend"] + [c[0] for c in columns], rows, note)
+
+
+def coverage_reasons(df) -> list[list[str]]:
+    """Parallel to coverage(df).rows: per entry, why it is what it is (hover text in the HTML grid): each
+    distinct status and reason of its rows that are not `ok`, with the workloads it hit."""
+    columns = _coverage_columns(df)
+    return [["", ""] + [_reasons(sub) for sub in subs] for _, _, subs in _coverage_groups(df, columns)]
+
+
+REASONS_SHOWN = 6
+
+
+def _reasons(rows) -> str:
+    if not len(rows):
+        return ""
+    bad = rows[rows.status != status.OK]
+    lines = [f"ok on {len(rows) - len(bad)} of {len(rows)} workload x dtype"] if len(bad) < len(rows) else []
+    seen: dict[tuple[str, str], list[str]] = {}
+    for r in bad.itertuples():
+        why = (r.error or "").strip().splitlines()[0][:200] if r.error else ""
+        seen.setdefault((r.status, why), []).append(f"{r.workload} {r.dtype}")
+    for (state, why), cases in list(seen.items())[:REASONS_SHOWN]:
+        lines.append(f"{state} ({', '.join(cases[:3])}{', ...' if len(cases) > 3 else ''})" + (f": {why}" if why
+                                                                                                else ""))
+    if len(seen) > REASONS_SHOWN:
+        lines.append(f"... and {len(seen) - REASONS_SHOWN} more reasons (see Not run, unsupported or failed)")
+    return "\n".join(lines)
 
 
 def correctness(df) -> Section:

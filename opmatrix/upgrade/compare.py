@@ -311,23 +311,35 @@ def to_json(comparisons: list[Comparison]) -> str:
     return json.dumps([dict(asdict(c), counts=c.counts()) for c in comparisons], indent=2, sort_keys=True)
 
 
+TABLE_HEADERS = ("outcome", "device", "kernel", "workload", "dtype", "backend", "time after / before", "A/A", "why")
+
+
+def summary(c: Comparison) -> str:
+    """How the comparison was made, its runs, its counts and its thresholds (one line; `**` marks the warning)."""
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(c.counts().items()))
+    how = ("paired: both toolchains timed in the same shuffled rounds, on the same device" if c.paired else
+           "**unpaired**: two runs timed apart; drift between them is not cancelled, so this is weaker evidence "
+           "than a paired run of a matrix with [[compare]]")
+    return (f"{how}; runs {', '.join(c.runs) or '(this run)'}; {counts or 'no common rows'}; threshold "
+            f"max({c.min_speedup:g}, 1 + {K_AA:g} x A/A noise), q < {Q_MAX:g} (Benjamini-Hochberg)")
+
+
+def differs(c: Comparison) -> str:
+    return "What differs: " + ("; ".join(c.fingerprint) if c.fingerprint else "no imported version differs")
+
+
+def row_cells(r: RowChange) -> tuple:
+    """One row of the comparison table (TABLE_HEADERS), for comparison.md and comparison.html alike."""
+    aa = f"±{100 * r.aa_floor:.1f}%" if r.aa_floor is not None else "–"
+    return (r.outcome, r.device, r.kernel, r.workload, r.dtype, r.label, r.ratio_text(), aa, "; ".join(r.why))
+
+
 def markdown(comparisons: list[Comparison]) -> str:
     out = []
     for c in comparisons:
-        counts = ", ".join(f"{n} {k}" for k, n in sorted(c.counts().items()))
-        how = ("paired: both toolchains timed in the same shuffled rounds, on the same device" if c.paired else
-               "**unpaired**: two runs timed apart; drift between them is not cancelled, so this is weaker evidence "
-               "than a paired run of a matrix with [[compare]]")
-        out += [f"## {c.baseline} -> {c.candidate}: **{c.verdict}**", "",
-                f"{how}; runs {', '.join(c.runs) or '(this run)'}; {counts or 'no common rows'}; threshold "
-                f"max({c.min_speedup:g}, 1 + {K_AA:g} x A/A noise), q < {Q_MAX:g} (Benjamini-Hochberg)", ""]
-        out += ["What differs: " + ("; ".join(c.fingerprint) if c.fingerprint else "no imported version differs"), ""]
-        out += [row(("outcome", "device", "kernel", "workload", "dtype", "backend", "time after / before", "A/A",
-                     "why")), row(["---"] * 9)]
-        for r in c.rows:
-            aa = f"±{100 * r.aa_floor:.1f}%" if r.aa_floor is not None else "–"
-            out.append(row((r.outcome, r.device, r.kernel, r.workload, r.dtype, r.label, r.ratio_text(), aa,
-                            "; ".join(r.why))))
+        out += [f"## {c.baseline} -> {c.candidate}: **{c.verdict}**", "", summary(c), "", differs(c), ""]
+        out += [row(TABLE_HEADERS), row(["---"] * len(TABLE_HEADERS))]
+        out += [row(row_cells(r)) for r in c.rows]
         out.append("")
     return "\n".join(out)
 

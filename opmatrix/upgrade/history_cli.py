@@ -1,6 +1,7 @@
 """`opmatrix history [FILTER ...]`: per series, its values over the nights of reports/history, the change points and
-what changed in the toolchain that night (Markdown, or JSON with --json); `opmatrix history append RUN ...` adds
-stored runs to the history. opmatrix.cli wires it in with `add_history_parser(sub, _subcommand)`."""
+what changed in the toolchain that night (Markdown, JSON with --json, or a trend page with --html); `opmatrix
+history append RUN ...` adds stored runs to the history. opmatrix.cli wires it in with
+`add_history_parser(sub, _subcommand)`."""
 from __future__ import annotations
 
 import json
@@ -22,20 +23,24 @@ def add_history_parser(sub, subcommand) -> None:
                    "night; `history append RUN ...` adds stored runs",
                    "  opmatrix history append 20261130-h200-full nightly-20261201-030000\n"
                    "  opmatrix history kernel=gemm_relu backend=tilelang device=h200\n"
-                   "  opmatrix history kernel=rmsnorm --metric speedup --json", run_history)
+                   "  opmatrix history kernel=rmsnorm --metric speedup --json\n"
+                   "  opmatrix history device=h200 --html          # reports/history/trend.html", run_history)
     h.add_argument("words", nargs="*", metavar="FILTER", help=f"key=value, keys: {', '.join(FILTER_KEYS)} "
                    "(backend=tilelang[autotuned] also picks the variant); or `append RUN ...`")
     h.add_argument("--metric", default="median_ms", choices=METRICS, help="the value followed (default: median_ms)")
     h.add_argument("--json", action="store_true", help="machine-readable output")
     h.add_argument("--history", default=str(history.HISTORY), help="the history folder (default: reports/history)")
     h.add_argument("--reports", default=str(paths.REPORTS), help="where `append` finds run ids (default: reports/)")
+    h.add_argument("--html", nargs="?", const="", metavar="FILE", help="write the trends as one HTML page with a "
+                   "chart per series, change points marked, and print its path (default FILE: trend.html in the "
+                   "history folder)")
 
 
 def run_history(args) -> int:
     """`history append RUN ...` appends; anything else shows the trends the filters select."""
     if args.words[:1] == [APPEND]:
         return append(args.words[1:], Path(args.history), Path(args.reports))
-    return show(parse_filters(args.words), Path(args.history), args.metric, args.json)
+    return show(parse_filters(args.words), Path(args.history), args.metric, args.json, args.html)
 
 
 def append(runs: list[str], history_dir: Path, reports: Path) -> int:
@@ -52,7 +57,9 @@ def append(runs: list[str], history_dir: Path, reports: Path) -> int:
     return 0
 
 
-def show(filters: dict[str, str], history_dir: Path, metric: str, as_json: bool) -> int:
+def show(filters: dict[str, str], history_dir: Path, metric: str, as_json: bool, html: str | None = None) -> int:
+    """The trends the filters select, as Markdown or JSON on stdout, or (html not None) as a page whose path is
+    printed: html names the file, "" means trend.html in the history folder."""
     from opmatrix.cli import UsageError
 
     if not history_dir.is_dir():
@@ -62,8 +69,23 @@ def show(filters: dict[str, str], history_dir: Path, metric: str, as_json: bool)
     found = history.trends(df, metric, filters)
     if not found:
         raise UsageError(_nothing_matches(df, filters, metric, history_dir))
+    if html is not None:
+        print(_write_page(found, metric, filters, history_dir, html))
+        return 0
     print(json.dumps([asdict(t) for t in found], indent=1) if as_json else markdown(found, metric))
     return 0
+
+
+def _write_page(found: list[Trend], metric: str, filters: dict[str, str], history_dir: Path, html: str) -> Path:
+    from opmatrix.cli import UsageError
+    from opmatrix.report.html.trend_page import TREND_HTML, write_trend_page
+
+    path = Path(html) if html else history_dir / TREND_HTML
+    wanted = " ".join(f"{k}={v}" for k, v in filters.items()) or "every series"
+    try:
+        return write_trend_page(found, metric, path, f"{history_dir}, {wanted}")
+    except OSError as exc:
+        raise UsageError(f"--html {path}: cannot write it ({exc.strerror or exc}); name a writable file") from None
 
 
 def parse_filters(words: list[str]) -> dict[str, str]:
