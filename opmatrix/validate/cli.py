@@ -222,10 +222,8 @@ def summary_lines(report: dict) -> list[str]:
              f"profile (kernel-group shares): {report['profile'] or 'none given (--profile RUN)'}"
              + (f" of {report['profile_target']}" if report["profile_target"] else ""),
              f"microbenchmarks: {report['from_run'] or 'none given (--from-run RUN)'}"]
-    for r in report["rows"]:
-        for p in r["parts"]:
-            if p["micro"]:
-                lines.append(f"micro speed-up of {p['kernel']}: {p['micro']}")
+    micro = {p["kernel"]: p["micro"] for r in report["rows"] for p in r["parts"] if p["micro"]}  # once per kernel
+    lines += [f"micro speed-up of {kernel}: {text}" for kernel, text in micro.items()]
     return lines
 
 
