@@ -152,6 +152,9 @@ class RunSettings(_Model):
     burst_calls: int = Field(0, ge=0, le=10000, description="at least this many calls per burst: a contestant whose "
                              "call is slow gets a longer burst (its last round median × burst_calls) than burst_ms, "
                              "so a burst averages over the power state's swings, not a handful of calls; 0: off")
+    noise_target: float = Field(0, ge=0, le=0.5, allow_inf_nan=False, description="extra rounds (within max_rounds "
+                                "and round_extra_s) while the A/A interval's half-width, as a fraction, is above "
+                                "this: 0.01 asks for a noise floor of +-1 %; 0: off")
     kernels_dir: str | None = None
     backends_dir: str | None = None
     compile_only: bool = Field(True, description="for devices no host has, build (or lower) each kernel for them "

@@ -2,6 +2,7 @@
 timing."""
 import sys
 import time
+import types
 
 import pytest
 
@@ -104,3 +105,36 @@ def test_a_slow_call_gets_a_burst_of_at_least_burst_calls_calls():
     fast = Contestant(job=None, server=None, round_ms=[0.05])
     assert burst_ms(fast, settings) == 20  # 30 calls fit in burst_ms already
     assert burst_ms(slow, Settings(burst_ms=20)) == 20  # off by default
+
+
+class _ScriptedServer:
+    """A timing server whose bursts return the next of a fixed sequence of medians (the rounds logic alone)."""
+
+    def __init__(self, medians):
+        self.medians = iter(medians)
+
+    def burst(self, warmup_ms, rep_ms, timeout_s):
+        return {"samples_ms": [next(self.medians)], "timer": "scripted"}
+
+
+def _rounds_with_noisy_twin(noise_target: float) -> int:
+    import itertools
+
+    from opmatrix.core.jobs import Settings
+    from opmatrix.incell.rounds import Contestant, Rounds
+
+    settings = Settings(rounds=10, max_rounds=40, round_extra_s=60, noise_target=noise_target)
+    job = types.SimpleNamespace(timeout_s=30)
+    base = Contestant(job=job, server=_ScriptedServer(itertools.repeat(1.0)))
+    twin = Contestant(job=job, server=_ScriptedServer(itertools.cycle([0.97, 1.03, 0.98, 1.02])), is_twin=True)
+    rounds = Rounds([base, twin], base, settings)
+    rounds.run()
+    return rounds.count
+
+
+def test_extra_rounds_while_the_aa_noise_floor_is_wider_than_the_target():
+    # the twin swings +-2-3 % around the baseline: its interval stays wider than +-1 %, so rounds go to the cap
+    assert _rounds_with_noisy_twin(noise_target=0.01) == 40
+    # +-10 % is met at once; 0 turns the rule off: the minimum number of rounds
+    assert _rounds_with_noisy_twin(noise_target=0.10) == 10
+    assert _rounds_with_noisy_twin(noise_target=0) == 10

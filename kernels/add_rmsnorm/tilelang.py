@@ -2,18 +2,14 @@
 loaded once into registers as fp32 and added; h is stored to out[1], its sum of squares reduced across the
 block's threads (T.reduce_sum), scaled by rsqrt(mean + eps) and w and stored to out[0]. h is never read back.
 GPU only: there is no CPU implementation (the coverage grid shows that gap)."""
-from opmatrix.kit import Built, Unsupported, aot, load_spec
+from opmatrix.kit import Built, aot, load_spec
 
 spec = load_spec(__file__)
 _BLOCK_ROWS = 1
 
 
 def _config(hidden: int) -> dict:
-    """The most threads (up to 256) that split a row evenly: TileLang's layout inference needs an even split."""
-    for threads in (256, 128, 64, 32):
-        if hidden % threads == 0:
-            return {"block_rows": _BLOCK_ROWS, "threads": threads}
-    raise Unsupported(f"hidden size {hidden} is not a multiple of 32, which this kernel's row layout needs")
+    return {"block_rows": _BLOCK_ROWS, "threads": aot.tilelang_row_threads(hidden)}
 
 
 def _kernel(tokens, hidden, dtype, block_rows, threads):
@@ -47,18 +43,14 @@ def _kernel(tokens, hidden, dtype, block_rows, threads):
 
 
 def build(workload, dtype, device, variant):
-    import tilelang
-
-    if not device.is_gpu:
-        raise Unsupported("no CPU implementation of add_rmsnorm in TileLang (the GPU kernel has no CPU lowering)")
-    config = _config(workload["hidden"])
-    target = aot.tilelang_target(device)
-    kernel = tilelang.compile(_kernel(workload["tokens"], workload["hidden"], dtype, **config), target=target)
+    kernel, config = aot.tilelang_gpu_build(
+        device, "add_rmsnorm", lambda: _config(workload["hidden"]),
+        lambda config: _kernel(workload["tokens"], workload["hidden"], dtype, **config))
 
     def add_rmsnorm(x, residual, weight, out):
         kernel(x, residual, weight, out)
 
-    return Built(add_rmsnorm, dict(config, target=target))
+    return Built(add_rmsnorm, config)
 
 
 def compile_for(workload, dtype, device, variant):

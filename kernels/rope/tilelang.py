@@ -45,17 +45,13 @@ def _func(workload, dtype):
 
 
 def build(workload, dtype, device, variant):
-    import tilelang
-
-    if not device.is_gpu:
-        raise Unsupported("no CPU implementation of rope in TileLang (the GPU kernel has no CPU lowering)")
-    target = aot.tilelang_target(device)
-    kernel = tilelang.compile(_func(workload, dtype), target=target)
+    kernel, config = aot.tilelang_gpu_build(device, "rope", lambda: {"threads": _THREADS},
+                                            lambda config: _func(workload, dtype))
 
     def rope(q, k, cos, sin, out):
         kernel(q, k, cos, sin, out)
 
-    return Built(rope, {"threads": _THREADS, "target": target})
+    return Built(rope, config)
 
 
 def compile_for(workload, dtype, device, variant):

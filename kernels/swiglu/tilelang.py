@@ -36,18 +36,14 @@ def _kernel(tokens, intermediate, dtype, block_M, block_N, threads):
 
 
 def build(workload, dtype, device, variant):
-    import tilelang
-
-    if not device.is_gpu:
-        raise Unsupported("no CPU implementation of swiglu in TileLang (the GPU kernel has no CPU lowering)")
-    config = _config(workload["tokens"], workload["intermediate"])
-    target = aot.tilelang_target(device)
-    kernel = tilelang.compile(_kernel(workload["tokens"], workload["intermediate"], dtype, **config), target=target)
+    kernel, config = aot.tilelang_gpu_build(
+        device, "swiglu", lambda: _config(workload["tokens"], workload["intermediate"]),
+        lambda config: _kernel(workload["tokens"], workload["intermediate"], dtype, **config))
 
     def swiglu(gate, up, out):
         kernel(gate, up, out)
 
-    return Built(swiglu, dict(config, target=target))
+    return Built(swiglu, config)
 
 
 def compile_for(workload, dtype, device, variant):

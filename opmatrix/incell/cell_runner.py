@@ -230,7 +230,10 @@ class CellRunner:
     def _start_twin(self, job: JobSpec) -> Contestant | None:
         """The baseline once more, built independently: its ratio to the baseline is the noise floor."""
         twin = self._start(job, suffix="-aa-twin")
-        return twin if isinstance(twin, Contestant) else None
+        if not isinstance(twin, Contestant):
+            return None
+        twin.is_twin = True
+        return twin
 
     def _ended(self, server: Server) -> Result:
         """The row of a worker that exited on its own: its result file if it is this attempt's, else why not."""

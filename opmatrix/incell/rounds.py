@@ -121,6 +121,8 @@ class Rounds:
         base = self.baseline
         if base is None or not base.alive:
             return False
+        if self._noise_above_target():
+            return True
         for c in self._live():
             if c is base:
                 continue
@@ -129,6 +131,15 @@ class Rounds:
                 return True
         return False
 
+    def _noise_above_target(self) -> bool:
+        """Is the A/A interval (baseline against its twin) still wider than `noise_target` allows?"""
+        target = self.settings.noise_target
+        twin = next((c for c in self._live() if c.is_twin), None)
+        if not target or twin is None:
+            return False
+        ratios = paired_ratios(self.baseline, twin)
+        return len(ratios) >= 3 and noise_halfwidth(ratios) > target
+
 
 def burst_ms(c: Contestant, settings: Settings) -> float:
     """One burst's timing budget for this contestant: `burst_ms`, or longer for a slow call, so that a burst holds at
@@ -136,6 +147,12 @@ def burst_ms(c: Contestant, settings: Settings) -> float:
     if not settings.burst_calls or not c.round_ms:
         return settings.burst_ms
     return max(settings.burst_ms, settings.burst_calls * c.round_ms[-1])
+
+
+def noise_halfwidth(ratios: list[float]) -> float:
+    """Half the width of the interval of the median A/A ratio (the baseline against its twin), as a fraction."""
+    lo, hi = median_interval(ratios)
+    return (hi - lo) / 2
 
 
 def paired_ratios(base: Contestant, other: Contestant) -> list[float]:

@@ -22,6 +22,29 @@ def tilelang_target(device) -> dict:
     raise Unsupported("compile-only builds are for GPUs")
 
 
+def tilelang_gpu_build(device, op: str, make_config, make_func):
+    """The build of a GPU-only TileLang implementation. A CPU device is refused first, so every such implementation
+    says the same thing in the coverage grid; then `make_config()` (the kernel's configuration for this workload;
+    it may refuse the shape) and `make_func(config)` (its prim_func), compiled for this device's target. Returns
+    the compiled kernel and the config record with the target in it."""
+    import tilelang
+
+    if not device.is_gpu:
+        raise Unsupported(f"no CPU implementation of {op} in TileLang (the GPU kernel has no CPU lowering)")
+    config = make_config()
+    target = tilelang_target(device)
+    return tilelang.compile(make_func(config), target=target), dict(config, target=target)
+
+
+def tilelang_row_threads(row: int) -> int:
+    """Threads for a kernel that holds one row of `row` elements per block: the most (up to 256) that split the
+    row evenly, since TileLang's layout inference needs an even split."""
+    for threads in (256, 128, 64, 32):
+        if row % threads == 0:
+            return threads
+    raise Unsupported(f"a row of {row} elements is not a multiple of 32, which this kernel's row layout needs")
+
+
 def tilelang_compile_for(func, device, config: dict) -> Compiled:
     """A binary where the device's compiler is here (nvcc; hipcc for AMD), else the device source (lowers)."""
     import tilelang
