@@ -14,6 +14,23 @@ class UsageError(Exception):
     """Arguments that do not fit together."""
 
 
+def new_run_folder(reports: Path, run_id: str | None, kind: str, name: str, marker: str) -> Path:
+    """The folder of a new `kind` run (profile, validate) of `name`, created under `reports`: `run_id`, or
+    <UTC time>-<kind>-<name>. One that already holds `marker` (its main file) is not overwritten."""
+    import datetime
+
+    run_id = run_id or f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{kind}-{name}"
+    folder = reports / run_id
+    if (folder / marker).exists():
+        raise UsageError(f"{folder}: already holds a {kind} run; choose another --run-id (or leave it out for a new "
+                         "one)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{folder}: cannot create the run folder ({exc.strerror}); choose --reports DIR") from None
+    return folder
+
+
 def _known_runs(reports: Path) -> str:
     """The run folders under `reports` (those holding results or a manifest), for an error message."""
     from opmatrix.store import MANIFEST, RESULTS_JSONL

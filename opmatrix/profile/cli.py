@@ -6,13 +6,11 @@ works without them.
 """
 from __future__ import annotations
 
-import datetime
 import importlib.util
-import sys
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.cli import UsageError
+from opmatrix.cli import UsageError, new_run_folder
 from opmatrix.profile import profiler, targets
 
 TRACE, MARKDOWN, JSON = "trace.json", "profile.md", "profile.json"
@@ -41,18 +39,13 @@ def add_profile_parser(sub, subcommand) -> None:
     p.add_argument("--json", action="store_true", help="print profile.json instead of the table")
 
 
-def new_run_id(target_name: str) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return f"{now:%Y%m%d-%H%M%S}-profile-{target_name}"
-
-
 def cmd_profile(args) -> int:
     _check_numbers(args)
     _check_torch(args.target)
     target = targets.load_target(args.target)
     step = targets.make_step(target, args.preset, args.device)
     device = targets.step_device(target, step, args.device)
-    folder = _run_folder(Path(args.reports), args.run_id or new_run_id(target.name))
+    folder = new_run_folder(Path(args.reports), args.run_id, "profile", target.name, JSON)
     profile = profiler.profile_step(step, device, args.steps, args.threshold, trace_path=folder / TRACE,
                                     target=target.spec + (f" --preset {args.preset}" if args.preset else ""),
                                     description=getattr(step, "description", ""))
@@ -75,18 +68,6 @@ def _check_torch(spec: str) -> None:
     if importlib.util.find_spec("torch") is None:
         raise UsageError(f"target {spec}: opmatrix profile needs torch in this environment (pip install torch; "
                          "pip install opmatrix[model] for llama_step's transformers)")
-
-
-def _run_folder(reports: Path, run_id: str) -> Path:
-    """The run folder, created; one that already holds a profile is not overwritten."""
-    folder = reports / run_id
-    if (folder / JSON).exists():
-        raise UsageError(f"{folder}: already holds a profile; choose another --run-id (or leave it out for a new one)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{folder}: cannot create the run folder ({exc.strerror}); choose --reports DIR") from None
-    return folder
 
 
 def write_reports(folder: Path, profile: profiler.Profile) -> None:

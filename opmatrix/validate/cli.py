@@ -8,14 +8,13 @@ shares from a profile (--profile RUN of `opmatrix profile`). torch is imported o
 """
 from __future__ import annotations
 
-import datetime
 import importlib.util
 import json
 import sys
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.cli import UsageError
+from opmatrix.cli import UsageError, new_run_folder
 from opmatrix.profile import targets
 
 MARKDOWN, JSON = "validate.md", "validate.json"
@@ -81,7 +80,7 @@ def cmd_validate(args) -> int:
                          "rope=torch-compile) or --from-run RUN (the implementations its verdicts adopt)")
     swaps = swap.make_swaps(choices, kernels_dir, paths.BACKENDS, info)
     profile = sources.read_profile(args.profile, Path(args.reports)) if args.profile else None
-    folder = _run_folder(Path(args.reports), args.run_id or _new_run_id(target.name))
+    folder = new_run_folder(Path(args.reports), args.run_id, "validate", target.name, JSON)
     progress = _progress(args.json)
     progress(f"validate {spec}{' --preset ' + args.preset if args.preset else ''} on {device}: "
              f"{', '.join(s.label for s in swaps)}")
@@ -162,23 +161,6 @@ def _check_args(args) -> None:
                          "torch; pip install opmatrix[model] for llama's transformers)")
     if not Path(args.kernels).is_dir():
         raise UsageError(f"--kernels {args.kernels}: no such folder")
-
-
-def _new_run_id(target_name: str) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return f"{now:%Y%m%d-%H%M%S}-validate-{target_name}"
-
-
-def _run_folder(reports: Path, run_id: str) -> Path:
-    """The run folder, created; one that already holds a validation is not overwritten."""
-    folder = reports / run_id
-    if (folder / JSON).exists():
-        raise UsageError(f"{folder}: already holds a validation; choose another --run-id (or leave it out)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{folder}: cannot create the run folder ({exc.strerror}); choose --reports DIR") from None
-    return folder
 
 
 def _progress(quiet_stdout: bool):
