@@ -27,7 +27,7 @@ from opmatrix.validate import swap as swapping
 
 BASELINE, TWIN, ALL = "unmodified", "unmodified (A/A twin)", "all swaps"
 MIN_GAIN = 1.01  # more rounds while an interval straddles a 1 % gain (or loss)
-BURST_STEPS = 5  # a burst lasts about this many steps (at least the run's default burst)
+BURST_STEPS = 5  # a burst holds at least this many steps ([run] burst_calls; the first from the estimate)
 ESTIMATE_STEPS = 3
 
 
@@ -73,7 +73,7 @@ def estimate_ms(step, device: str, steps: int = ESTIMATE_STEPS) -> float:
 def settings_for(step_ms: float, rounds: int, max_rounds: int, seed: int, round_extra_s: float) -> Settings:
     defaults = Settings()
     return Settings(rounds=rounds, max_rounds=max(max_rounds, rounds), round_extra_s=round_extra_s, seed=seed,
-                    burst_ms=max(defaults.burst_ms, BURST_STEPS * step_ms),
+                    burst_ms=max(defaults.burst_ms, BURST_STEPS * step_ms), burst_calls=BURST_STEPS,
                     burst_warmup_ms=max(defaults.burst_warmup_ms, step_ms), min_speedup=MIN_GAIN)
 
 
