@@ -61,7 +61,7 @@ def test_the_base_matrix_passes_and_check_returns_the_catalog(write_matrix):
     gemm = found.kernel("gemm_relu")
     assert gemm.dtypes == ("float16", "bfloat16", "float32") and gemm.declared
     assert "tiny_ragged" in gemm.workloads
-    assert found.variants("gemm_relu", "tilelang") == ("tile", "tuned", "cpu")
+    assert found.variants("gemm_relu", "tilelang") == ("tile", "ws", "tuned", "cpu")
     assert found.variants("gemm_relu", "torch") == ("default",)
 
 

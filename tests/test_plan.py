@@ -71,7 +71,7 @@ def test_jobs_expand_workloads_dtypes_backends_and_declared_variants(write_matri
     jobs = plan.plan_jobs(m, cpu)
     # 2 workloads x 1 dtype x (torch + tilelang[tile, tuned, cpu] + triton)
     assert len(jobs) == 2 * 1 * 5
-    assert {j.variant for j in jobs if j.backend == "tilelang"} == {"tile", "tuned", "cpu"}
+    assert {j.variant for j in jobs if j.backend == "tilelang"} == {"tile", "ws", "tuned", "cpu"}
     assert {j.variant for j in jobs if j.backend == "torch"} == {"default"}
 
 

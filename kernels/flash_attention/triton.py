@@ -24,7 +24,6 @@ Verified here: the interpreter (TRITON_INTERPRET=1) matches the fp64 reference o
 non-causal, even and ragged shapes (tests/test_kernels_*); triton_compile_for builds sm_90 cubins for all
 four H200 workloads whose PTX has wgmma. Speed awaits the H200.
 """
-import torch
 import triton
 import triton.language as tl
 
