@@ -23,7 +23,7 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
     df = full[full.kernel == "gemm_relu"]
     got = {(r.device, r.backend, r.variant): r for r in df.itertuples()}
     for device in ("h200", "mi300x"):
-        assert len(df[df.device == device]) == 7
+        assert len(df[df.device == device]) == 8
         assert got[(device, "torch", "default")].status == "no_host"
         assert got[(device, "torch-compile", "default")].status == "no_host"
         assert got[(device, "tilelang", "cpu")].status == "unsupported"
@@ -32,6 +32,9 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
     assert "sm_90a binary using wgmma" in got[("h200", "tilelang", "tile")].error
     assert got[("h200", "tilelang", "tile")].status == "compiles"
     assert got[("h200", "tilelang", "tuned")].status == "compiles"  # its source, at the fixed configuration
+    # issue 14's persistent warp-specialised kernel: TMA both ways and the producer/consumer register split
+    assert "sm_90a binary using wgmma, TMA loads, TMA stores, setmaxnreg" in got[("h200", "tilelang", "ws")].error
+    assert got[("mi300x", "tilelang", "ws")].status == "unsupported"
     assert "sm_90 cubin using wgmma" in got[("h200", "triton", "default")].error
     assert got[("mi300x", "tilelang", "tile")].status == "lowers"  # HIP source; no hipcc here for a binary
     # CUTLASS: nvcc builds the sm_90a library here (never run); AMD needs another implementation.

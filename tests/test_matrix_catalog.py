@@ -61,7 +61,7 @@ def test_the_base_matrix_passes_and_check_returns_the_catalog(write_matrix):
     gemm = found.kernel("gemm_relu")
     assert gemm.dtypes == ("float16", "bfloat16", "float32") and gemm.declared
     assert "tiny_ragged" in gemm.workloads
-    assert found.variants("gemm_relu", "tilelang") == ("tile", "tuned", "cpu")
+    assert found.variants("gemm_relu", "tilelang") == ("tile", "ws", "tuned", "cpu")
     assert found.variants("gemm_relu", "torch") == ("default",)
 
 
@@ -112,7 +112,7 @@ def test_dtypes_must_be_declared_by_the_spec(write_matrix, dtype):
     ('workload = "huge"', "exclude[0].workload", "huge", "allowed: b1_h2_s128_d64, square_4096, tiny_ragged"),
     ('dtype = "float8"', "exclude[0].dtype", "float8", "allowed: float16, float32"),
     ('variant = "tuned2"', "exclude[0].variant", "tuned2",
-     "allowed: cpu, cudnn, default, efficient, fixed, flash, math, tile, tuned"),
+     "allowed: cpu, cudnn, default, efficient, fa3, fixed, flash, math, tile, tuned, ws"),
     ('kernel = "gemm_relu"\nworkload = "b1_h2_s128_d64"', "exclude[0].workload", "b1_h2_s128_d64",
      "for kernel 'gemm_relu'; allowed: square_4096, tiny_ragged"),
     ('kernel = "gemm_relu"\nbackend = "tilelang"\nvariant = "fixed"', "exclude[0].variant", "fixed",

@@ -43,7 +43,7 @@ def test_each_cell_imports_the_tilelang_version_it_pins(pinned_run):
     _, df = pinned_run
     for cell, version in (("cpu.tl014", "0.1.14"), ("cpu.tl015", "0.1.15")):
         rows = df[df.cell == cell]
-        assert len(rows) == 3  # variants tile, tuned and cpu
+        assert len(rows) == 4  # variants tile, ws, tuned and cpu
         assert set(rows.tilelang) == {version}, rows[["tilelang", "error"]]
         assert set(rows.backend_version) == {version}
 
@@ -51,7 +51,7 @@ def test_each_cell_imports_the_tilelang_version_it_pins(pinned_run):
 def test_unbuildable_environment_is_reported_per_job(pinned_run):
     run_dir, df = pinned_run
     rows = df[df.cell == "cpu.unbuildable"]
-    assert len(rows) == 3 and set(rows.status) == {"env_error"}
+    assert len(rows) == 4 and set(rows.status) == {"env_error"}
     assert "could not be built" in rows.iloc[0].error
     assert "0.0.999" in rows.iloc[0].stderr_tail
 
@@ -59,7 +59,7 @@ def test_unbuildable_environment_is_reported_per_job(pinned_run):
 def test_environment_is_reused_only_on_exact_match(pinned_run, tmp_path):
     run_dir, _ = pinned_run
     manifest = json.loads((run_dir / "run.json").read_text())
-    assert manifest["cells"] == {"cpu.tl014": 3, "cpu.tl015": 3, "cpu.unbuildable": 3}
+    assert manifest["cells"] == {"cpu.tl014": 4, "cpu.tl015": 4, "cpu.unbuildable": 4}
     # The same cell again: nox reuses the environment and the install marker skips pip entirely.
     matrix = tmp_path / "again.toml"
     matrix.write_text((run_dir / "matrix.toml").read_text().split("[[toolchain]]\nname = \"tl015\"")[0]

@@ -69,16 +69,16 @@ def test_jobs_expand_workloads_dtypes_backends_and_declared_variants(write_matri
     m = load_matrix(write_matrix(MATRIX))
     cpu = plan.plan_cells(m)[0]
     jobs = plan.plan_jobs(m, cpu)
-    # 2 workloads x 1 dtype x (torch + tilelang[tile, tuned, cpu] + triton)
-    assert len(jobs) == 2 * 1 * 5
-    assert {j.variant for j in jobs if j.backend == "tilelang"} == {"tile", "tuned", "cpu"}
+    # 2 workloads x 1 dtype x (torch + tilelang[tile, ws, tuned, cpu] + triton)
+    assert len(jobs) == 2 * 1 * 6
+    assert {j.variant for j in jobs if j.backend == "tilelang"} == {"tile", "ws", "tuned", "cpu"}
     assert {j.variant for j in jobs if j.backend == "torch"} == {"default"}
 
 
 def test_variant_exclude(write_matrix):
     m = load_matrix(write_matrix(MATRIX + '[[exclude]]\nbackend = "tilelang"\nvariant = "cpu"\n'))
     jobs = plan.plan_jobs(m, plan.plan_cells(m)[0])
-    assert {j.variant for j in jobs if j.backend == "tilelang"} == {"tile", "tuned"}
+    assert {j.variant for j in jobs if j.backend == "tilelang"} == {"tile", "ws", "tuned"}
 
 
 def test_environment_hash_is_a_pure_function_of_the_cell_values(write_matrix):

@@ -1,22 +1,45 @@
-"""TileLang, two implementations, because one does not cover both kinds of device:
+"""TileLang, three implementations for GPUs and one for the CPU, because one does not cover every device:
 
 - `tile` (NVIDIA CUDA / AMD HIP): shared-memory tiles, a software-pipelined K loop and T.gemm (wgmma on Hopper),
-  relu applied to the register accumulator before one store. Fixed tile 128x256x64, 3 stages, 256 threads.
-- `tuned`: the same kernel, its tile sizes, stages, threads and rasterisation chosen by TileLang's autotuner on
-  the device for each workload (opmatrix.kit.tune: tuned twice, the config record says whether the choice held).
+  relu applied to the register accumulator before one store straight from registers to C. Fixed tile 128x256x64,
+  3 stages, 256 threads. On sm_90a TileLang 0.1.15 warp-specialises it by itself: the generated CUDA has 384
+  threads (one TMA producer warpgroup, two wgmma consumer warpgroups of 64x256 each, setmaxnreg 24/240); its
+  epilogue stores 4 bytes per thread per row straight from the accumulator (C is never staged in shared memory).
+- `ws` (NVIDIA Hopper; issue 14): the same producer/consumer main loop in a persistent kernel: one CTA per SM
+  (T.Persistent, grouped tile order for L2 reuse) walks the output tiles, so the producer warpgroup's TMA loads of
+  the next tile overlap the consumers' epilogue of this one; the epilogue applies relu while writing the
+  accumulator to a swizzled shared tile, then one TMA store per tile (cp.async.bulk.tensor) writes C in full
+  lines. The register split is explicit (T.annotate_producer_reg_dealloc(24) / consumer_reg_alloc(240)); without
+  it TileLang 0.1.15 leaves setmaxnreg out of the persistent kernel. Config 128x256x64, 3 stages (144 KB of A/B
+  stages + 64 KB for C), 256 consumer threads, tile groups of 8 rows.
+  Verified here (no GPU): compile_for builds it for sm_90a; the generated CUDA has wgmma, tl::tma_load,
+  tl::tma_store and warpgroup_reg_alloc/dealloc (setmaxnreg); its speed awaits the H200 (matrix/h200-strong.toml).
+- `tuned`: TileLang's autotuner chooses per workload between both designs and their tile shapes
+  (opmatrix.kit.tune: tuned twice, the config record says whether the choice held). Search space (_TUNE_SPACE):
+  `tile` at 128x256x64 (3, 4 stages), 256x128x64 (3), 128x128x64 (4, 5 stages), 128x256x32 (4), each with
+  rasterisation panels 10 and off: the tile shape trades wgmma size against wave quantisation (4096^2 has 512
+  128x256 tiles: 3.9 waves on 132 SMs) and the stages hide HBM latency; and `ws` at 128x256x64 (3 stages),
+  256x128x64 (3), 128x128x64 (5), 128x256x32 (5), tile groups 8 and 16 (all within 227 KB of shared memory with
+  the C tile): the persistent walk and TMA-store epilogue against the plain grid. 20 configurations.
+  `compile_for` builds its default (the `tile` configuration), there being no device to time candidates on.
 - `cpu` (TileLang's "c" target, cython execution): the GPU version has no CPU lowering (shared memory, thread
   fragments, T.gemm), so the CPU needs its own kernel: local buffers and T.grid loops, fp32 only.
 """
 from opmatrix.kit import Built, Unsupported, aot, tune
 
-VARIANTS = ("tile", "tuned", "cpu")
+VARIANTS = ("tile", "ws", "tuned", "cpu")
 
 _TILE_CONFIG = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": 10}
-# (block_M, block_N, block_K, stages, threads), each with and without threadblock rasterisation
-_TUNE_SPACE = [dict(block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th, swizzle=sw)
-              for bm, bn, bk, st, th in ((128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (128, 128, 64, 3, 256),
-                                         (128, 128, 64, 4, 128), (256, 128, 64, 3, 256), (128, 256, 32, 4, 256))
-              for sw in (10, 0)]
+_WS_CONFIG = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "group": 8}
+_SM_COUNT = {"sm_90": 132}  # compile-only builds: persistent grids are sized for the device's SMs (H100/H200)
+# (design, block_M, block_N, block_K, stages, raster): raster is the panel size for `tile`, the group for `ws`
+_TUNE_SPACE = ([dict(persistent=False, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=256, raster=r)
+                for bm, bn, bk, st in ((128, 256, 64, 3), (128, 256, 64, 4), (256, 128, 64, 3), (128, 128, 64, 4),
+                                       (128, 128, 64, 5), (128, 256, 32, 4))
+                for r in (10, 0)]
+               + [dict(persistent=True, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=256, raster=r)
+                  for bm, bn, bk, st in ((128, 256, 64, 3), (256, 128, 64, 3), (128, 128, 64, 5), (128, 256, 32, 5))
+                  for r in (8, 16)])
 _CPU_CONFIG = {"block_M": 32, "block_N": 32, "block_K": 32}
 
 
@@ -38,6 +61,31 @@ def _tile_kernel(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads,
             for i, j in T.Parallel(block_M, block_N):
                 acc[i, j] = T.max(acc[i, j], 0)
             T.copy(acc, C[by * block_M, bx * block_N])
+
+    return gemm_relu
+
+
+def _ws_kernel(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, group, sms):
+    import tilelang.language as T
+
+    @T.prim_func
+    def gemm_relu(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(sms, threads=threads) as cta:
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            C_s = T.alloc_shared((block_M, block_N), dtype)
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.annotate_producer_reg_dealloc(24)
+            T.annotate_consumer_reg_alloc(240)
+            for bm, bn in T.Persistent([T.ceildiv(M, block_M), T.ceildiv(N, block_N)], sms, cta, group_size=group):
+                T.clear(acc)
+                for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                    T.copy(A[bm * block_M, ko * block_K], A_s)
+                    T.copy(B[ko * block_K, bn * block_N], B_s)
+                    T.gemm(A_s, B_s, acc)
+                for i, j in T.Parallel(block_M, block_N):  # relu on the way to shared memory
+                    C_s[i, j] = T.max(acc[i, j], 0)
+                T.copy(C_s, C[bm * block_M, bn * block_N])  # one TMA store of the whole tile
 
     return gemm_relu
 
@@ -68,11 +116,22 @@ def _cpu_kernel(M, N, K, dtype, block_M, block_N, block_K):
     return gemm_relu
 
 
-def _tuning_program(M, N, K, dtype):
-    def gemm_relu_program(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, swizzle=10):
-        return _tile_kernel(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, swizzle)
+def _tuning_program(M, N, K, dtype, sms):
+    def gemm_relu_program(persistent=False, block_M=128, block_N=256, block_K=64, num_stages=3, threads=256,
+                          raster=10):
+        if persistent:
+            return _ws_kernel(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, raster, sms)
+        return _tile_kernel(M, N, K, dtype, block_M, block_N, block_K, num_stages, threads, raster)
 
     return gemm_relu_program
+
+
+def _sm_count(device) -> int:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return _SM_COUNT.get(device.arch, 132)
 
 
 def build(workload, dtype, device, variant):
@@ -93,8 +152,14 @@ def build(workload, dtype, device, variant):
                               "the CPU needs the separate 'cpu' implementation")
         target = aot.tilelang_target(device)
         if variant == "tuned":
-            kernel, record = tune.tilelang_autotune(_tuning_program(M, N, K, dtype), _TUNE_SPACE, target)
+            kernel, record = tune.tilelang_autotune(_tuning_program(M, N, K, dtype, _sm_count(device)), _TUNE_SPACE,
+                                                    target)
             config = dict(record, target=target)
+        elif variant == "ws":
+            _require_hopper(device, target)
+            sms = _sm_count(device)
+            kernel = tilelang.compile(_ws_kernel(M, N, K, dtype, sms=sms, **_WS_CONFIG), target=target)
+            config = dict(_WS_CONFIG, sms=sms, target=target)
         else:
             kernel = tilelang.compile(_tile_kernel(M, N, K, dtype, **_TILE_CONFIG), target=target)
             config = dict(_TILE_CONFIG, target=target)
@@ -105,10 +170,20 @@ def build(workload, dtype, device, variant):
     return Built(gemm_relu, config)
 
 
+def _require_hopper(device, target):
+    if target.get("arch") not in ("sm_90a",):
+        raise Unsupported(f"the 'ws' kernel is written for Hopper (TMA, wgmma, setmaxnreg: sm_90a), not {device.arch}")
+
+
 def compile_for(workload, dtype, device, variant):
     """No host has the device: build the CUDA binary, or for AMD without hipcc lower to HIP source."""
     if variant == "cpu" or not device.is_gpu:
         raise Unsupported("the 'cpu' variant is the CPU's implementation; compile-only builds are for GPUs")
+    M, N, K = workload["M"], workload["N"], workload["K"]
+    if variant == "ws":
+        _require_hopper(device, aot.tilelang_target(device))
+        sms = _SM_COUNT.get(device.arch, 132)
+        return aot.tilelang_compile_for(_ws_kernel(M, N, K, dtype, sms=sms, **_WS_CONFIG), device,
+                                        dict(_WS_CONFIG, sms=sms))
     # 'tuned' is the same kernel source; with no device to time candidates on, its fixed configuration is built
-    func = _tile_kernel(workload["M"], workload["N"], workload["K"], dtype, **_TILE_CONFIG)
-    return aot.tilelang_compile_for(func, device, _TILE_CONFIG)
+    return aot.tilelang_compile_for(_tile_kernel(M, N, K, dtype, **_TILE_CONFIG), device, _TILE_CONFIG)

@@ -45,18 +45,26 @@ def tilelang_row_threads(row: int) -> int:
     raise Unsupported(f"a row of {row} elements is not a multiple of 32, which this kernel's row layout needs")
 
 
-def tilelang_compile_for(func, device, config: dict) -> Compiled:
-    """A binary where the device's compiler is here (nvcc; hipcc for AMD), else the device source (lowers)."""
+# What the generated CUDA shows, named in a compiles row: TMA copies, warp specialisation's register split
+_HOPPER_FEATURES = (("TMA loads", "tl::tma_load("), ("TMA stores", "tl::tma_store("),
+                    ("setmaxnreg", "warpgroup_reg_alloc"))
+
+
+def tilelang_compile_for(func, device, config: dict, pass_configs: dict | None = None) -> Compiled:
+    """A binary where the device's compiler is here (nvcc; hipcc for AMD), else the device source (lowers).
+    `pass_configs` as the implementation's own build passes them (e.g. fast math)."""
     import tilelang
     from tvm.target import Target
 
     target = tilelang_target(device)
     config = dict(config, target=target)
     if device.vendor == "nvidia" or shutil.which("hipcc"):
-        source = str(tilelang.compile(func, target=target, execution_backend="tvm_ffi").get_kernel_source())
+        source = str(tilelang.compile(func, target=target, execution_backend="tvm_ffi",
+                                      pass_configs=pass_configs).get_kernel_source())
         mma = " using wgmma" if "wgmma" in source else ""
+        features = "".join(f", {name}" for name, marker in _HOPPER_FEATURES if marker in source)
         arch = target.get("arch", target.get("mcpu"))
-        return Compiled("compiles", f"{arch} binary{mma} ({len(source)}-char source)", config)
+        return Compiled("compiles", f"{arch} binary{mma}{features} ({len(source)}-char source)", config)
     with Target(target):
         artifact = tilelang.lower(func, target=Target(target), enable_device_compile=False)
     return Compiled("lowers", f"HIP source for {device.arch} ({len(str(artifact.kernel_source))} chars; "

@@ -38,8 +38,9 @@ def _tuner_scratch():
 
 
 def tilelang_autotune(program: Callable, space: list[dict], target: dict, warmup_ms: float = 10,
-                      rep_ms: float = 50, timeout_s: float = 60):
-    """program(**config) -> PrimFunc, its keyword parameters named as the keys of each configuration."""
+                      rep_ms: float = 50, timeout_s: float = 60, pass_configs: dict | None = None):
+    """program(**config) -> PrimFunc, its keyword parameters named as the keys of each configuration;
+    `pass_configs` (e.g. fast math) apply to every candidate."""
     from tilelang.autotuner import AutoTuner
 
     passes = []
@@ -47,7 +48,7 @@ def tilelang_autotune(program: Callable, space: list[dict], target: dict, warmup
         for _ in range(PASSES):
             start = time.perf_counter()
             result = (AutoTuner.from_kernel(program, configs=space)
-                      .set_compile_args(target=target, execution_backend="tvm_ffi")
+                      .set_compile_args(target=target, execution_backend="tvm_ffi", pass_configs=pass_configs)
                       .set_profile_args(skip_check=True)
                       .run(warmup=warmup_ms, rep=rep_ms, timeout=timeout_s))
             passes.append((time.perf_counter() - start, result))
