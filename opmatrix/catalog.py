@@ -96,7 +96,7 @@ class Catalog:
         if ex.variant in allowed:
             return []
         scope = " and ".join(f"{k} {getattr(ex, k)!r}" for k in ("kernel", "backend") if getattr(ex, k))
-        return [unknown(key, ex.variant, allowed, f"variant the implementations this file runs declare"
+        return [unknown(key, ex.variant, allowed, "variant the implementations this file runs declare"
                         + (f" for {scope}" if scope else ""))]
 
 
