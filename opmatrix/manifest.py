@@ -31,7 +31,10 @@ class RunManifest:
     planned_jobs: int = 0
     baseline: str = ""
     acceptance: dict[str, Any] = field(default_factory=dict)
-    kernels_dir: str = ""  # where the kernels' implementation files were (lines of code in the verdicts)
+    kernels_dir: str = ""  # where the kernels' implementation files were
+    # "kernel/backend" -> lines of code of its implementation files when the run started (the verdicts' effort), so
+    # that a stored run's report never depends on today's sources
+    lines_of_code: dict[str, int] = field(default_factory=dict)
     compare: list[list[str]] = field(default_factory=list)  # the matrix's [[compare]]: [baseline, candidate] toolchains
     sessions: list[Session] = field(default_factory=list)
     cells_wall_s: float = 0.0

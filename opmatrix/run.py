@@ -153,12 +153,17 @@ def _cell_jobs(planned: list[CellPlan]) -> dict[str, int]:
 
 
 def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunManifest | None) -> RunManifest:
+    """run.json of a new run, or of a resumed one (its start, sessions and lines of code are the first session's)."""
+    pairs = {(job.kernel, job.backend) for p in planned for job in p.all_jobs()}
+    loc = previous.lines_of_code if previous and previous.lines_of_code else effort.to_record(
+        effort.table(matrix.kernels_dir(), pairs))
     return RunManifest(
         run_id=run_id, matrix=_display_path(matrix.source), started_at=previous.started_at if previous else _now(),
         driver_host=socket.gethostname(), cells=_cell_jobs(planned),
         planned_jobs=sum(len(p.all_jobs()) for p in planned), baseline=matrix.acceptance.baseline,
         acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()),
-        compare=[[c.baseline, c.candidate] for c in matrix.compare], sessions=previous.sessions if previous else [])
+        compare=[[c.baseline, c.candidate] for c in matrix.compare], sessions=previous.sessions if previous else [],
+        lines_of_code=loc)
 
 
 def _default_scheduler():
@@ -255,7 +260,10 @@ def decided(df, manifest: RunManifest):
     if not verdict_rules.has_pairs(df):
         return df, None
     df = stats.add_paired_columns(df)
-    loc = effort.table(Path(manifest.kernels_dir or paths.KERNELS), set(zip(df.kernel, df.backend)))
+    if manifest.lines_of_code:
+        loc = effort.from_record(manifest.lines_of_code)
+    else:  # a run stored before run.json recorded them: today's sources
+        loc = effort.table(Path(manifest.kernels_dir or paths.KERNELS), set(zip(df.kernel, df.backend)))
     return df, verdict_rules.decide(df, manifest.acceptance, loc)
 
 

@@ -75,6 +75,8 @@ def test_run_writes_verdicts_gates_on_failures_and_feeds_deployments(tmp_path, c
     assert v["verdict"] == "keep framework" and v["choice"] == "torch"
     slower = next(c for c in v["candidates"] if c["label"] == "slower")
     assert slower["hi"] < 1.0  # found slower, with its interval
+    recorded = json.loads((tmp_path / "reports" / "gate" / "run.json").read_text())["lines_of_code"]
+    assert recorded["probe/slower"] == slower["lines_of_code"] > 0  # the effort the verdict weighs, kept in run.json
     report = (tmp_path / "reports" / "gate" / "report.md").read_text()
     assert report.index("## Verdicts") < report.index("## Environments")
     assert cli.main(["deployments", "gate", "--reports", str(tmp_path / "reports"), "--json"]) == 0

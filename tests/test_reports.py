@@ -38,3 +38,18 @@ def test_full_h200_run_has_every_section_a_reader_needs():
     assert "| h200     | gpu-a       | bfloat16 702.2, float16 659.3 |" in text  # each cell's own ceilings
     assert "- h200: clock dropped in 87/142 timed rows (SwPowerCap), SM 1395–1980 MHz" in text
     assert "outside:" not in text and "(separate loop)" not in text  # the old CUPTI method is left out
+
+
+def test_a_stored_run_weighs_effort_by_the_lines_recorded_when_it_ran(tmp_path):
+    run = paths.REPORTS / "20261130-h200-decide-a"
+    copy = tmp_path / run.name
+    copy.mkdir()
+    shutil.copy(run / RESULTS_JSONL, copy / RESULTS_JSONL)
+    manifest = ResultStore(run).manifest()
+    assert manifest.lines_of_code["rmsnorm/triton"] > 0
+    manifest.kernels_dir = str(tmp_path / "no-such-checkout")  # today's sources play no part
+    manifest.lines_of_code["rmsnorm/triton"] = 999
+    (copy / MANIFEST).write_text(manifest.to_json(), encoding="utf-8")
+    store = ResultStore(copy)
+    _, verdicts = decided(store.consolidate(), store.manifest())
+    assert "\"lines_of_code\": 999" in verdict_rules.to_json(verdicts)

@@ -35,3 +35,12 @@ def table(kernels_dir: Path, pairs) -> dict[tuple[str, str], int]:
         if n is not None:
             out[(kernel, backend)] = n
     return out
+
+
+def to_record(loc: dict[tuple[str, str], int]) -> dict[str, int]:
+    """The table as run.json stores it: "kernel/backend" -> lines."""
+    return {f"{kernel}/{backend}": n for (kernel, backend), n in sorted(loc.items())}
+
+
+def from_record(record: dict[str, int]) -> dict[tuple[str, str], int]:
+    return {tuple(key.split("/", 1)): n for key, n in record.items()}
