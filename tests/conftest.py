@@ -1,8 +1,14 @@
 """Fixtures shared by the test modules. Helpers (probe kernels, plugin folders, worker runs) are in tests/helpers.py."""
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
+
+# `run` and `report` write no report.html / comparison.html in this suite (opmatrix.run.HTML_ENV: a matplotlib
+# import and a second or two of charts per run), except in the tests of the pages, which ask for `html_pages`.
+# Set here, so every `opmatrix` subprocess inherits it; OPMATRIX_HTML=1 pytest ... writes them everywhere.
+os.environ.setdefault("OPMATRIX_HTML", "0")
 
 
 @pytest.fixture
@@ -15,6 +21,14 @@ def write_matrix(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="module")
+def html_pages():
+    """report.html and comparison.html are written again, for a module that reads them."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("OPMATRIX_HTML", raising=False)
+        yield
 
 
 # With `pytest -n N --dist loadfile` (noxfile.py) each file runs whole on one worker, so the wall time is bounded by
