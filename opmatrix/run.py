@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import shutil
 import signal
 import socket
@@ -26,6 +27,14 @@ from opmatrix.store import (COMPARISON, MANIFEST, REPORT_HTML, RESULTS_JSONL, SK
                             StoreError, known_runs)
 
 SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
+# OPMATRIX_HTML=0: `run` and `report` write no report.html / comparison.html (each costs a matplotlib import and
+# a second or two of charts); the Markdown, JSON and JUnit outputs are unchanged. The test suite sets it, except
+# for the tests of the pages themselves. `opmatrix compare --html` and `history --html` write theirs regardless.
+HTML_ENV = "OPMATRIX_HTML"
+
+
+def html_pages() -> bool:
+    return os.environ.get(HTML_ENV, "1") != "0"
 
 
 class RunExists(Exception):
@@ -218,11 +227,11 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
     if verdicts is not None:
         (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
     path = report.write_markdown(df, manifest, store.run_dir / "report.md", verdicts)
-    page = report.write_html(df, manifest, store.run_dir / REPORT_HTML, verdicts)
+    page = report.write_html(df, manifest, store.run_dir / REPORT_HTML, verdicts) if html_pages() else None
     report.print_terminal(df, console, verdicts)
     write_comparisons(df, manifest, store.run_dir, console)
     console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}\n"
-                  f"page:    {escape(str(page))}", soft_wrap=True)
+                  f"page:    {escape(str(page)) if page else f'not written ({HTML_ENV}=0)'}", soft_wrap=True)
     left = manifest.planned_jobs - len(df)
     if left > 0:
         resume = f"opmatrix run {manifest.matrix or 'MATRIX'} --run-id {manifest.run_id} --resume"
@@ -247,7 +256,8 @@ def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
     (folder / f"{COMPARISON}.json").write_text(compare.to_json(comparisons), encoding="utf-8")
     (folder / f"{COMPARISON}.md").write_text(compare.markdown(comparisons), encoding="utf-8")
     (folder / f"{COMPARISON}.junit.xml").write_text(compare.junit_xml(comparisons), encoding="utf-8")
-    write_compare_page(comparisons, folder / f"{COMPARISON}.html", f"opmatrix compare: run {manifest.run_id}")
+    if html_pages():
+        write_compare_page(comparisons, folder / f"{COMPARISON}.html", f"opmatrix compare: run {manifest.run_id}")
     for c in comparisons:
         console.print(f"upgrade {escape(c.baseline)} -> {escape(c.candidate)}: {c.verdict} "
                       f"({', '.join(f'{n} {k}' for k, n in sorted(c.counts().items()))}); "

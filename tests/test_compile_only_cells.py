@@ -1,7 +1,7 @@
 """Compile-only coverage on a CPU host: the default matrix's fleet devices (an H200, an MI300X), which no host here
 has. Each GPU job is still a row; where the implementation can build for the device, it is built on this CPU host
 with the real compilers (compiles: a binary, CUTLASS by nvcc included; lowers: device source only) and never run.
-The CPU half of the same matrix: test_nox_cells.py."""
+The CPU half of the same matrix: test_default_style_cpu.py."""
 import re
 
 import pytest

@@ -2,8 +2,9 @@
 runs every job inside it and stores results as they come.
 
 - two toolchains that differ only in the tilelang pin import different tilelang versions, and say so;
-- a toolchain whose packages cannot be installed gives `env_error` rows, not silence;
-- the real gemm_relu kernel runs through all four backends; a fleet device absent here is `no_host`.
+- a toolchain whose packages cannot be installed gives `env_error` rows, not silence.
+
+The default matrix's kernels and backends on this CPU: test_default_style_cpu.py.
 """
 import json
 
@@ -12,7 +13,7 @@ import pytest
 
 from opmatrix.run import run
 from opmatrix.scheduling.local import LocalScheduler
-from tests.helpers import CPU_DEVICE, TILELANG_PINS, run_default_style
+from tests.helpers import CPU_DEVICE, TILELANG_PINS
 
 pytestmark = pytest.mark.integration
 
@@ -71,33 +72,3 @@ def test_environment_is_reused_only_on_exact_match(pinned_run, tmp_path):
     assert "Reusing existing virtual environment" in log and "pip install" not in log
     assert set(pd.read_parquet(again / "results.parquet").tilelang) == {"0.1.14"}
 
-
-def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
-    """The default matrix's kernels and backends on this CPU: each backend's answer (ok, correctness-only,
-    unsupported with the reason). Its fleet devices, compile-only: test_compile_only_cells.py."""
-    run_dir, full = run_default_style(tmp_path, ["cpu"])
-    norm = {(r.device, r.backend): r for r in full[full.kernel == "rmsnorm"].itertuples()}
-    assert norm[("cpu", "torch")].status == "ok" and norm[("cpu", "torch")].rel_err < 1e-5
-    assert norm[("cpu", "triton")].status == "ok" and norm[("cpu", "triton")].timer == "correctness-only"
-    assert norm[("cpu", "tilelang")].status == "unsupported"  # a gap: the CPU needs its own implementation
-    attn = {(r.device, r.backend, r.variant): r for r in full[full.kernel == "flash_attention"].itertuples()}
-    assert attn[("cpu", "torch", "math")].status == "ok" and attn[("cpu", "torch", "math")].rel_err < 1e-5
-    assert attn[("cpu", "torch", "cudnn")].status == "unsupported"  # each SDPA backend is its own row
-    assert attn[("cpu", "triton", "default")].status == "ok" and attn[("cpu", "triton", "default")].rel_err < 1e-5
-    assert attn[("cpu", "tilelang", "fixed")].status == "unsupported"
-    df = full[full.kernel == "gemm_relu"]
-    got = {(r.device, r.backend, r.variant): r for r in df.itertuples()}
-    for backend in ("torch", "torch-compile"):
-        r = got[("cpu", backend, "default")]
-        assert r.status == "ok" and r.median_ms > 0 and r.rel_err < 1e-5, r.error
-    assert got[("cpu", "tilelang", "cpu")].status == "ok"
-    assert got[("cpu", "tilelang", "tile")].status == "unsupported"
-    assert got[("cpu", "tilelang", "tuned")].status == "unsupported"
-    assert "needs the separate 'cpu' implementation" in got[("cpu", "tilelang", "tile")].error
-    triton = got[("cpu", "triton", "default")]
-    assert triton.status == "ok" and triton.timer == "correctness-only" and pd.isna(triton.median_ms)
-    assert got[("cpu", "torch", "default")].speedup_vs_framework == 1.0
-    assert got[("cpu", "cutlass", "default")].status == "unsupported"  # NVIDIA-only: the CPU needs another one
-    report = (run_dir / "report.md").read_text()
-    for section in ("## Coverage", "## Correctness", "## Performance", "## Not run, unsupported or failed"):
-        assert section in report

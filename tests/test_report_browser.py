@@ -21,6 +21,8 @@ import pytest
 from opmatrix import cli, paths
 from tests.report_pages import EVIL_ERROR, EVIL_FAILED, hostile_run
 
+pytestmark = pytest.mark.usefixtures("html_pages")  # the suite writes no pages elsewhere (tests/conftest.py)
+
 pytestmark = pytest.mark.integration
 
 WIDTH = 1280
@@ -67,7 +69,7 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory):
+def pages(tmp_path_factory, html_pages):
     """report.html and comparison.html of a real nightly made hostile (tests/report_pages.py), and a trend page of
     the committed history."""
     tmp = tmp_path_factory.mktemp("browser")

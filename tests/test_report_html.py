@@ -19,12 +19,14 @@ from opmatrix.store import ResultStore, load_run
 from opmatrix.upgrade import history
 from tests.report_pages import EVIL_BACKEND, EVIL_ERROR, EVIL_FAILED, EVIL_KERNEL, RUN, Markup, hostile_run
 
+pytestmark = pytest.mark.usefixtures("html_pages")  # the suite writes no pages elsewhere (tests/conftest.py)
+
 MB = 1024 * 1024
 DANGEROUS = {"script", "img", "iframe", "object", "embed", "form", "input"}
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
+def hostile(tmp_path_factory, html_pages):
     """The hostile copy of a real nightly, reported by `opmatrix report`: (its folder, what the terminal printed)."""
     folder = hostile_run(tmp_path_factory.mktemp("html"))
     printed = io.StringIO()
@@ -38,6 +40,18 @@ def test_report_writes_the_page_beside_report_md_and_prints_its_path(hostile):
     assert f"page:    {folder / 'report.html'}" in printed
     assert (folder / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert (folder / "comparison.html").is_file()  # a run with [[compare]]: beside comparison.md
+
+
+def test_opmatrix_html_0_writes_no_pages_and_says_so(tmp_path, monkeypatch):
+    """The switch the rest of the suite runs with: report.md, comparison.md and the rest as always, no pages."""
+    folder = hostile_run(tmp_path)
+    monkeypatch.setenv("OPMATRIX_HTML", "0")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli.main(["report", str(folder)]) == 0
+    assert "page:    not written (OPMATRIX_HTML=0)" in printed.getvalue()
+    assert not (folder / "report.html").exists() and not (folder / "comparison.html").exists()
+    assert (folder / "report.md").is_file() and (folder / "comparison.md").is_file()
 
 
 def test_every_text_from_results_is_escaped(hostile):

@@ -65,7 +65,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
     # A module with a long run starts it in the background when collection is over (start_early); its tests go
     # last, so the other modules' tests run meanwhile. Only the order changes: alone, such a module just waits.
-    items.sort(key=lambda item: hasattr(item.module, "start_early"))
+    # Under pytest-xdist nothing starts early (pytest_collection_finish), and the order is tests/conftest.py's.
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: hasattr(item.module, "start_early"))
 
 
 def pytest_collection_finish(session):
