@@ -72,7 +72,8 @@ def test_the_comparison_is_written_and_read_back_by_opmatrix_compare(upgrade_run
     assert stored["fingerprint"] == ["cpu: tilelang 0.1.14 -> 0.1.15"]
     assert stored["verdict"] in (compare.SAFE, compare.RISK, compare.BREAKS)
     assert {(r["label"], r["outcome"]) for r in stored["rows"]} >= {("tilelang[tile]", compare.SAME)}
-    assert len(ET.parse(folder / "comparison.junit.xml").getroot().find("testsuite").findall("testcase")) == 4
+    cases = ET.parse(folder / "comparison.junit.xml").getroot().find("testsuite").findall("testcase")
+    assert len(cases) == len(stored["rows"]) >= 4  # one test case per compared row (torch and every tilelang variant)
     junit = root / "cli.xml"
     out = subprocess.run([sys.executable, "-m", "opmatrix", "compare", str(folder), "--json", "--junit", str(junit)],
                          capture_output=True, text=True)
