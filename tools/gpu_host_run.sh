@@ -7,6 +7,10 @@
 #
 # Starts the run, or resumes it when reports/RUN_ID already exists; stops starting jobs after DEADLINE_S, so
 # consecutive calls of a time-boxed machine complete one run. Output (report, logs) is copied to $OUT if set.
+# A device call sees the caller's working tree: copy results.jsonl and run.json back into reports/RUN_ID/ between
+# calls, or the next call finds no run to resume and starts it again (that cost 20261130-h200-upgrade a session).
+# The deadline counts from the run's start, cell environments included: a resume that rebuilds two environments
+# needs more than a minute before its first job.
 set -uo pipefail
 matrix=$1 run_id=$2 deadline=$3
 shift 3
