@@ -357,15 +357,15 @@ def to_dict(profile: Profile) -> dict:
     data = asdict(profile)
     data["busy"] = profile.busy
     data["cross_check"]["line"] = profile.cross_check.line()
-    return _finite(data)
+    return finite(data)
 
 
-def _finite(value):
-    """JSON has no NaN or infinity: None in their place."""
+def finite(value):
+    """JSON has no NaN or infinity: None in their place (also for validate's report)."""
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 

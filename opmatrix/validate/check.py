@@ -9,7 +9,6 @@ step twice (its run-to-run difference is reported beside the tolerance) and each
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 from opmatrix.validate import measure, verdict
@@ -143,12 +142,3 @@ def _part(p: verdict.Part) -> dict:
     return {"kernel": p.kernel, "group": p.group, "share": p.share,
             "micro": p.micro.text() if p.micro else None, "micro_speedup": p.micro.estimate if p.micro else None,
             "missing": list(p.missing)}
-
-
-def finite(value):
-    """JSON has no NaN or infinity: None in their place."""
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite(v) for v in value]
-    return None if isinstance(value, float) and not math.isfinite(value) else value

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.cli import UsageError, new_run_folder
-from opmatrix.profile import targets
+from opmatrix.profile import profiler, targets
+from opmatrix.store import run_dir
 
 MARKDOWN, JSON = "validate.md", "validate.json"
 ALIASES = {"llama": "opmatrix.profile.targets:llama_step"}  # the wired target's short name
@@ -70,7 +71,7 @@ def cmd_validate(args) -> int:
     device = targets.step_device(target, step, args.device)
     info = swap.device_info(device)
     kernels_dir = Path(args.kernels)
-    run = sources.run_folder(args.from_run, Path(args.reports)) if args.from_run else None
+    run = run_dir(args.from_run, Path(args.reports)) if args.from_run else None
     if args.use:
         choices = swap.parse_use(args.use)
     elif run is not None:
@@ -95,10 +96,11 @@ def cmd_validate(args) -> int:
     rows, noise = check.decide_rows(measured, lambda sw: _parts(sw, profile, micro, run),
                                     lambda sw: _micro_wins(sw, micro))
     report = _report(spec, args, step, device, swaps, profile, run, rows, noise, dtype)
-    (folder / JSON).write_text(json.dumps(check.finite(report), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    text = json.dumps(profiler.finite(report), indent=1, allow_nan=False)
+    (folder / JSON).write_text(text + "\n", encoding="utf-8")
     (folder / MARKDOWN).write_text(markdown(report), encoding="utf-8")
     if args.json:
-        print(json.dumps(check.finite(report), indent=1, allow_nan=False))
+        print(text)
     else:
         print_terminal(report, folder)
     from opmatrix.validate.verdict import WRONG

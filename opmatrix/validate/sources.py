@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opmatrix.cli import UsageError
-from opmatrix.store import VERDICTS_JSON, read_manifest, run_dir
+from opmatrix.store import VERDICTS_JSON, read_manifest
 from opmatrix.validate import registry
 from opmatrix.validate.swap import _CHOICE, Choice
 from opmatrix.validate.verdict import Micro
@@ -39,10 +39,6 @@ def read_profile(name: str, reports: Path) -> ProfileShares:
     except (ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--profile {name}: {path} is not a profile.json of opmatrix profile ({exc})") from None
     return ProfileShares(str(path), data.get("target", ""), data.get("device", ""), shares)
-
-
-def run_folder(run: str, reports: Path) -> Path:
-    return run_dir(run, reports)
 
 
 def chosen(folder: Path, device_vendor: str, run_device: str | None) -> list[Choice]:
@@ -93,8 +89,8 @@ def micro_speedups(folder: Path, choices: list[Choice], model_workloads: dict[st
     manifest = read_manifest(folder)
     baseline = (manifest.baseline if manifest else "") or "torch"
     kernels = {c.kernel for c in choices}
-    device = pick_device(folder.name, set(df[df.kernel.isin(kernels)].device), _vendors(folder), device_vendor,
-                         run_device)
+    device = pick_device(folder.name, set(df[df.kernel.isin(kernels)].device), dict(zip(df.device, df.vendor)),
+                         device_vendor, run_device)
     verdicts = {v["kernel"]: v for v in _verdicts(folder, required=False) if v["device"] == device}
     out = {}
     for c in choices:
