@@ -15,26 +15,14 @@ import pytest
 from opmatrix.incell import plugins
 from opmatrix.run import run
 from opmatrix.scheduling.local import LocalScheduler
-from tests.helpers import REPO
+from tests.helpers import CPU_DEVICE, DEFAULT_STYLE_DEVICES, REPO
 
 pytestmark = pytest.mark.integration
 
 # One CPU-sized workload each (the ragged ones: sizes no block divides, so the masks are exercised)
 KERNELS = {"rope": "ragged_d96", "swiglu": "ragged_689", "add_rmsnorm": "ragged_700"}
 
-CPU = """
-[[device]]
-id = "cpu"
-vendor = "cpu"
-arch = "auto"
-"""
-H200 = """
-[[device]]
-id = "h200"
-vendor = "nvidia"
-arch = "sm_90"
-name = "H200"
-"""
+CPU, H200 = CPU_DEVICE, DEFAULT_STYLE_DEVICES["h200"]
 MATRIX = """
 name = "model-ops"
 backends = ["torch", "torch-compile", "tilelang", "triton"]
