@@ -126,12 +126,17 @@ def _tuning_program(M, N, K, dtype, sms):
     return gemm_relu_program
 
 
+def _known_sm_count(device) -> int:
+    """The SM count of the device's arch (compile-only builds, where no such device is here)."""
+    return _SM_COUNT.get(device.arch, 132)
+
+
 def _sm_count(device) -> int:
     import torch
 
     if torch.cuda.is_available():
         return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    return _SM_COUNT.get(device.arch, 132)
+    return _known_sm_count(device)
 
 
 def build(workload, dtype, device, variant):
@@ -182,7 +187,7 @@ def compile_for(workload, dtype, device, variant):
     M, N, K = workload["M"], workload["N"], workload["K"]
     if variant == "ws":
         _require_hopper(device, aot.tilelang_target(device))
-        sms = _SM_COUNT.get(device.arch, 132)
+        sms = _known_sm_count(device)
         return aot.tilelang_compile_for(_ws_kernel(M, N, K, dtype, sms=sms, **_WS_CONFIG), device,
                                         dict(_WS_CONFIG, sms=sms))
     # 'tuned' is the same kernel source; with no device to time candidates on, its fixed configuration is built
