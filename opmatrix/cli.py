@@ -155,7 +155,9 @@ def _cmd_compare(args) -> int:
                                 args.candidate else "")
                              + ": declare [[compare]] baseline/candidate in its matrix, or name two runs for an "
                              "unpaired comparison (opmatrix compare RUN_A RUN_B)")
-        comparisons = [compare.compare_paired(frames[0], b, c, min_speedup, folders[0].name) for b, c in pairs]
+        manifest = _manifest(folders[0])
+        comparisons = [compare.compare_paired(frames[0], b, c, min_speedup, folders[0].name, manifest)
+                       for b, c in pairs]
     else:
         try:
             comparisons = [compare.compare_unpaired(frames[0], frames[1], args.baseline, args.candidate, min_speedup,

@@ -17,6 +17,9 @@ class Session:
     finished_at: str = ""
     cells_wall_s: float | None = None  # scheduler start-up excluded
     interrupted: str = ""  # the signal that stopped it (SIGINT, SIGTERM); "" when it ran to its end
+    # "kernel/backend" implementations whose sources differ from the previous session's (a --resume after an edit):
+    # rows of this session ran other code than the earlier sessions' rows of the same implementation
+    sources_changed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -35,9 +38,19 @@ class RunManifest:
     # "kernel/backend" -> lines of code of its implementation files when the run started (the verdicts' effort), so
     # that a stored run's report never depends on today's sources
     lines_of_code: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # "kernel/backend" -> digest of its sources, last session
     compare: list[list[str]] = field(default_factory=list)  # the matrix's [[compare]]: [baseline, candidate] toolchains
     sessions: list[Session] = field(default_factory=list)
     cells_wall_s: float = 0.0
+
+    def ran_other_code(self, implementation: str, started_a: str, started_b: str) -> bool:
+        """Did two rows of one implementation ("kernel/backend"), started at these times, run different sources:
+        was it edited in a session after the earlier row's session, up to the later row's?"""
+        def session_of(started: str) -> int:
+            return max((i for i, s in enumerate(self.sessions) if s.started_at <= started), default=0)
+
+        first, last = sorted((session_of(started_a), session_of(started_b)))
+        return any(implementation in s.sources_changed for s in self.sessions[first + 1:last + 1])
 
     @property
     def interrupted(self) -> str:

@@ -120,8 +120,10 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
                             "or choose another --run-id")
         plans = session_plans(planned, stored if resume else None, redo, deadline_s)
         shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
-        manifest = new_manifest(matrix, run_id, planned, store.read_manifest() if resume else None)
-        session = Session(started_at=_now(), jobs=sum(len(p.all_jobs()) for p in plans), deadline_s=deadline_s)
+        previous = store.read_manifest() if resume else None
+        manifest = new_manifest(matrix, run_id, planned, previous)
+        session = Session(started_at=_now(), jobs=sum(len(p.all_jobs()) for p in plans), deadline_s=deadline_s,
+                          sources_changed=edited_since_start(matrix, planned, previous, console))
         manifest.sessions.append(session)
         interrupted = None
         try:
@@ -138,6 +140,19 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     if interrupted is not None:
         raise interrupted
     return folder
+
+
+def edited_since_start(matrix, planned: list[CellPlan], previous: RunManifest | None, console) -> list[str]:
+    """On --resume: the implementations whose sources changed since the previous session, said in the terminal
+    (this session's rows of them run other code than the earlier sessions'; `opmatrix compare` will not pair them)."""
+    if previous is None or not previous.sources:
+        return []
+    pairs = {(job.kernel, job.backend) for p in planned for job in p.all_jobs()}
+    edited = effort.changed(previous.sources, effort.digests(matrix.kernels_dir(), pairs))
+    if edited:
+        console.print(f"[yellow]sources changed since {previous.run_id}'s last session: {', '.join(edited)}; rows of them "
+                      "from this session ran other code than the earlier sessions' rows[/]", highlight=False)
+    return edited
 
 
 def session_plans(planned: list[CellPlan], stored: list[Result] | None, redo: frozenset[str],
@@ -166,13 +181,15 @@ def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunMani
     pairs = {(job.kernel, job.backend) for p in planned for job in p.all_jobs()}
     loc = previous.lines_of_code if previous and previous.lines_of_code else effort.to_record(
         effort.table(matrix.kernels_dir(), pairs))
+    now = effort.digests(matrix.kernels_dir(), pairs)
+    sources = {**(previous.sources if previous else {}), **now}  # as of this session
     return RunManifest(
         run_id=run_id, matrix=_display_path(matrix.source), started_at=previous.started_at if previous else _now(),
         driver_host=socket.gethostname(), cells=_cell_jobs(planned),
         planned_jobs=sum(len(p.all_jobs()) for p in planned), baseline=matrix.acceptance.baseline,
         acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()),
         compare=[[c.baseline, c.candidate] for c in matrix.compare], sessions=previous.sessions if previous else [],
-        lines_of_code=loc)
+        lines_of_code=loc, sources=sources)
 
 
 def _default_scheduler():
@@ -249,7 +266,7 @@ def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
     from opmatrix.upgrade import compare
 
     min_speedup = float(manifest.acceptance.get("min_speedup", 1.05))
-    comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.run_id)
+    comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.run_id, manifest)
                    for b, c in compare.declared_pairs(manifest.compare, df)]
     if not comparisons:
         return []

@@ -117,7 +117,7 @@ class _ScriptedServer:
         return {"samples_ms": [next(self.medians)], "timer": "scripted"}
 
 
-def _rounds_with_noisy_twin(noise_target: float) -> int:
+def _rounds_with_noisy_twin(noise_target: float, twin_medians=(0.97, 1.03, 0.98, 1.02)) -> int:
     import itertools
 
     from opmatrix.core.jobs import Settings
@@ -126,7 +126,7 @@ def _rounds_with_noisy_twin(noise_target: float) -> int:
     settings = Settings(rounds=10, max_rounds=40, round_extra_s=60, noise_target=noise_target)
     job = types.SimpleNamespace(timeout_s=30)
     base = Contestant(job=job, server=_ScriptedServer(itertools.repeat(1.0)))
-    twin = Contestant(job=job, server=_ScriptedServer(itertools.cycle([0.97, 1.03, 0.98, 1.02])), is_twin=True)
+    twin = Contestant(job=job, server=_ScriptedServer(itertools.cycle(twin_medians)), is_twin=True)
     rounds = Rounds([base, twin], base, settings)
     rounds.run()
     return rounds.count
@@ -138,3 +138,10 @@ def test_extra_rounds_while_the_aa_noise_floor_is_wider_than_the_target():
     # +-10 % is met at once; 0 turns the rule off: the minimum number of rounds
     assert _rounds_with_noisy_twin(noise_target=0.10) == 10
     assert _rounds_with_noisy_twin(noise_target=0) == 10
+
+
+def test_an_aa_interval_narrow_but_off_one_is_not_within_the_target():
+    """The floor is how far the A/A interval reaches from 1, as the report states it: a twin steadily 1.3-1.7 %
+    off the baseline has a narrow interval, but not a +-1 % floor, so the rounds go on to the cap."""
+    assert _rounds_with_noisy_twin(noise_target=0.01, twin_medians=(0.983, 0.987, 0.985)) == 40
+    assert _rounds_with_noisy_twin(noise_target=0.02, twin_medians=(0.983, 0.987, 0.985)) == 10

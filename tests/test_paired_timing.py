@@ -127,3 +127,41 @@ def test_a_resumed_contestant_is_paired_with_its_baseline_again(tmp_path):
     rows = list(run_cell(left))
     assert [r.backend for r in rows] == ["slower"]
     assert rows[0].status == "ok" and len(rows[0].baseline_round_ms) == rows[0].rounds >= 10
+
+
+SLOT = ("import fcntl, time\nheld = []\n\ndef build(w, dtype, device, variant):\n"
+        "    for i in range({slots}):  # 'device memory': a slot file locked while the worker lives\n"
+        "        fh = open({folder!r} + f'/slot{{i}}', 'w')\n"
+        "        try:\n            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "        except BlockingIOError:\n            fh.close()\n            continue\n"
+        "        held.append(fh)\n        break\n"
+        "    else:\n        raise RuntimeError('CUDA out of memory (simulated: every slot is held)')\n"
+        "    def fn(x, out):\n        time.sleep(0.002)\n        out.copy_(x * 2)\n    return fn\n")
+
+
+def test_a_toolchain_pair_cut_by_device_memory_is_timed_together_in_the_next_block(tmp_path):
+    """[[compare]] of two toolchains, each with contestants x and y; the device holds three of them besides the
+    baseline. Both toolchains' x fit with one y: the y that does not fit takes its peer along into the next block,
+    so every candidate row is paired with its peer in the same rounds (not 'not compared' in `opmatrix compare`)."""
+    import dataclasses
+    import sys
+
+    slots = tmp_path / "slots"
+    slots.mkdir()
+    impls = {"torch": SLEEPER.format(seconds=0.002), "x": SLOT.format(slots=3, folder=str(slots)),
+             "y": SLOT.format(slots=3, folder=str(slots))}
+    write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
+    matrix = probe_matrix(tmp_path, "pairs", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    text = matrix.read_text().replace('name = "host"\nsystem = true', 'name = "old"\nsystem = true\n'
+                                      '[[toolchain]]\nname = "new"\nsystem = true\n'
+                                      '[[compare]]\nbaseline = "old"\ncandidate = "new"')
+    matrix.write_text(text.replace("[run]", "[run]\nrounds = 10\nmax_rounds = 10"))
+    (plan,) = plan_mod.cell_plans(load_matrix(matrix), "pairs", tmp_path / "scratch")
+    plan = plan.replace(rival=dataclasses.replace(plan.rival, python=sys.executable))
+    rows = {(r.toolchain, r.backend): r for r in run_cell(plan)}
+    assert {r.status for r in rows.values()} == {"ok"}, {k: r.error for k, r in rows.items()}
+    assert rows[("old", "y")].pairing.startswith("interleaved, block 2")  # the cut happened
+    for name in ("torch", "x", "y"):
+        new, old = rows[("new", name)], rows[("old", name)]
+        assert new.peer_toolchain == "old" and new.round_group in old.round_group.split("+"), name
+        assert len(new.peer_round_ms) == len(new.round_ms) == new.rounds >= 10, name

@@ -29,6 +29,8 @@ def test_deadline_then_resume_runs_only_what_is_left(tmp_path):
     with pytest.raises(RunExists, match="--resume"):
         run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler())
 
+    impl = tmp_path / "kernels" / "probe" / "sleepy.py"
+    impl.write_text(impl.read_text() + "# edited between the sessions\n")  # the resumed rows run other code
     run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler(), resume=True)
     rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
     assert [r["workload"] for r in rows] == ["quick", "small"]  # the finished job was not run again
@@ -36,5 +38,7 @@ def test_deadline_then_resume_runs_only_what_is_left(tmp_path):
     assert set(final.status) == {"ok"} and len(final) == 2
     manifest = json.loads((folder / "run.json").read_text())
     assert [s["jobs"] for s in manifest["sessions"]] == [2, 1]
+    assert [s["sources_changed"] for s in manifest["sessions"]] == [[], ["probe/sleepy"]]
+    assert len(manifest["sources"]["probe/sleepy"]) == 16  # the digest of the latest session's sources
     report = (folder / "report.md").read_text()
     assert "run in 2 sessions" in report and "planned jobs have no result" not in report

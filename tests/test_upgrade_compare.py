@@ -135,6 +135,51 @@ def test_unpaired_runs_find_a_large_slowdown_and_say_they_are_weaker():
         compare.compare_unpaired(frame(rows), new, None, None, 1.05, ["both", "run-b"])
 
 
+def test_candidates_timed_in_other_rounds_than_their_peers_are_compared_through_the_baseline():
+    """A resumed candidate (or one cut off by device memory) has no peer in its rounds: each side is taken
+    against the baseline of its own rounds, so a session timed under another power state still compares, and a
+    planted slowdown is found; the row says it is weaker."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for r in paired_run(3, slowdown={"triton": 1.30}):
+        if r.toolchain == "new":  # another session: every time of it (and its baseline's) 15 % off, other noise
+            shift = 1.15 * np.exp(rng.normal(0, NOISE, ROUNDS))
+            r = Result(**{**r.__dict__, "peer_round_ms": [], "round_ms": list(np.asarray(r.round_ms) * shift),
+                          "baseline_round_ms": list(np.asarray(r.baseline_round_ms) * shift),
+                          "aa_round_ms": list(np.asarray(r.aa_round_ms) * shift)})
+        rows.append(r)
+    c = judged(rows)
+    outcomes = {(r.workload, r.label): r for r in c.rows}
+    assert {k for k, r in outcomes.items() if r.outcome != compare.SAME} == {("w1", "triton"), ("w2", "triton")}
+    assert all(r.outcome == compare.RISK and 1.2 < r.time_ratio < 1.4 for k, r in outcomes.items() if k[1] == "triton")
+    assert all("its own rounds" in " ".join(r.why) for r in c.rows)
+    assert c.verdict == compare.RISK
+
+
+def test_rows_that_ran_different_sources_of_their_implementation_are_not_compared():
+    """A run resumed after an edit of kernels/k/triton.py: the candidate's triton rows (second session) ran other
+    code than the baseline's (first session), so the planted slowdown is the edit's and is not judged; an
+    implementation not edited, or edited before both sides ran, is compared as usual."""
+    from opmatrix.manifest import RunManifest, Session
+
+    rows = []
+    for r in paired_run(5, slowdown={"triton": 1.30, "tilelang": 1.30}):
+        late = r.toolchain == "new" and r.backend in ("triton", "tilelang")
+        rows.append(Result(**{**r.__dict__, "started_at": "2026-11-30T14:00:00+00:00" if late else
+                              "2026-11-30T12:00:00+00:00"}))
+    manifest = RunManifest("r", sessions=[Session("2026-11-30T11:55:00+00:00", 12),
+                                          Session("2026-11-30T13:55:00+00:00", 4, sources_changed=["k/triton"])])
+    assert manifest.ran_other_code("k/triton", "2026-11-30T12:00:00+00:00", "2026-11-30T14:00:00+00:00")
+    assert not manifest.ran_other_code("k/triton", "2026-11-30T14:00:00+00:00", "2026-11-30T14:01:00+00:00")
+    assert not manifest.ran_other_code("k/tilelang", "2026-11-30T12:00:00+00:00", "2026-11-30T14:00:00+00:00")
+    c = judged(rows, manifest=manifest)
+    outcomes = {r.label: r for r in c.rows if r.workload == "w1"}
+    assert outcomes["triton"].outcome == compare.UNCOMPARED and "different code" in outcomes["triton"].why[0]
+    assert outcomes["tilelang"].outcome == compare.RISK  # not edited: its slowdown is the toolchain's
+    unaware = {r.label: r for r in judged(rows).rows if r.workload == "w1"}  # no manifest: nothing known of edits
+    assert unaware["triton"].outcome == compare.RISK
+
+
 def test_nothing_run_on_either_side_is_not_safe_and_fails_the_gate():
     """A nightly whose cells could not import torch on both sides has no evidence: the gate fails closed."""
     broken = {(tc, b, w): "not_installed" for tc in ("old", "new") for b in BACKENDS for w in ("w1", "w2")}

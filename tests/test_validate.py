@@ -291,6 +291,37 @@ def test_a_runs_verdicts_choose_and_its_rows_give_the_micro_speedup(tmp_path):
     assert micro.estimate == 2.0 and "geometric mean" in micro.source  # the verdict's, across dtypes: said so
 
 
+def test_a_kernel_whose_model_code_is_a_variant_is_measured_against_it_round_by_round(tmp_path):
+    """rmsnorm's baseline (F.rms_norm) is not the model's LlamaRMSNorm: the registry names torch[llama], and the
+    micro speed-up is the choice against that row of the same rounds, not against the baseline."""
+    from opmatrix.core.result import Result
+    from opmatrix.store import ResultStore
+    from opmatrix.validate import sources
+
+    assert next(s for s in registry.swap_sites("rmsnorm")).eager == "torch[llama]"
+    folder = tmp_path / "rmsnorm-run"
+    store = ResultStore(folder)
+    common = dict(run_id=folder.name, cell="cpu.host", device="cpu", toolchain="host", vendor="cpu",
+                  kernel="rmsnorm", workload="small_1024", dtype="float32", status="ok", pairing="interleaved")
+    base = [1.0, 1.1, 0.9, 1.0, 1.05]
+    store.append(Result(**common, backend="torch", variant="default", round_ms=base, aa_round_ms=base))
+    store.append(Result(**common, backend="torch", variant="llama", round_ms=[3 * b for b in base],
+                        baseline_round_ms=base))
+    store.append(Result(**common, backend="triton", variant="default", round_ms=[b / 2 for b in base],
+                        baseline_round_ms=base))
+    choice = [swap.Choice("rmsnorm", "triton")]
+    shape = {"tokens": 256, "hidden": 1024}  # spec WORKLOADS["small_1024"]
+    (micro, _), = sources.micro_speedups(folder, choice, {"rmsnorm": shape}, "float32", "cpu", None, paths.KERNELS,
+                                         {"rmsnorm": "torch[llama]"}).values()
+    assert micro.estimate == pytest.approx(6.0) and "torch[llama]" in micro.source  # 3 / 0.5, not 1 / 0.5
+    (micro, _), = sources.micro_speedups(folder, choice, {"rmsnorm": shape}, "float32", "cpu", None,
+                                         paths.KERNELS).values()
+    assert micro.estimate == pytest.approx(2.0)  # no eager named: against the run's baseline
+    (micro, why), = sources.micro_speedups(folder, choice, {"rmsnorm": {"tokens": 3, "hidden": 3}}, "float32",
+                                           "cpu", None, paths.KERNELS, {"rmsnorm": "torch[llama]"}).values()
+    assert micro is None and "model's shape" in why  # never a speed-up of another shape against the model's code
+
+
 def test_cli_from_run_names_the_micro_speedup_of_the_baseline(tmp_path, capsys):
     folder = stored_run(tmp_path / "kernels-run")
     assert main(["validate", "llama", "--preset", "tiny", "--use", "rope=torch", "--from-run", str(folder),

@@ -14,6 +14,10 @@ WORKLOADS = {
     "llama_8192": {"tokens": 8192, "hidden": 8192},
     "odd_5120": {"tokens": 16383, "hidden": 5120},  # an odd token count, a hidden size that is not a power of 2
     "decode_4096": {"tokens": 8, "hidden": 4096},  # one decode step of a small batch: 64 KB, launch-bound
+    # the model profile's Llama (opmatrix.profile.targets, preset gpu: hidden 2048, batch 4 x sequence 2048), as in
+    # kernels/add_rmsnorm: a prefill step (67 MB in bf16) and a decode step (4 tokens, launch-bound)
+    "llama_prefill": {"tokens": 8192, "hidden": 2048},
+    "llama_decode": {"tokens": 4, "hidden": 2048},
     # CPU-sized
     "small_1024": {"tokens": 256, "hidden": 1024},
     "ragged_1000": {"tokens": 67, "hidden": 1000},

@@ -76,6 +76,19 @@ def ratios(round_ms, baseline_round_ms) -> list[float]:
     return [b / m for b, m in zip(baseline_round_ms, round_ms) if m > 0 and b > 0]
 
 
+def against(row, reference) -> Interval | None:
+    """Speed-up of `row` over another contestant of the same rounds (`reference`, not the baseline: cuDNN's SDPA,
+    the model's own code): per round, reference's median burst over row's; None unless both rows took part in the
+    very same rounds (aligned on the same baseline medians)."""
+    def baseline_of(r) -> list[float]:  # the baseline's own row carries its medians as round_ms
+        return list(r.baseline_round_ms) if len(r.baseline_round_ms) else list(r.round_ms)
+
+    if not len(row.round_ms) or len(row.round_ms) != len(reference.round_ms) \
+            or baseline_of(row) != baseline_of(reference):
+        return None
+    return median_interval(ratios(row.round_ms, reference.round_ms))
+
+
 def mann_whitney(samples, baseline_samples) -> float | None:
     if len(samples) < 3 or len(baseline_samples) < 3:
         return None

@@ -62,6 +62,21 @@ def contest_groups(jobs) -> list[list[JobSpec]]:
     return list(groups.values())
 
 
+def peers_adjacent(jobs: list[JobSpec]) -> list[JobSpec]:
+    """A group's jobs with each candidate-toolchain job right after its peer (the same backend[variant] under the
+    baseline toolchain): a block cut by device memory then falls between pairs, not inside one."""
+    rivals = {(j.backend, j.variant): j for j in jobs if j.rival}
+    order = []
+    for job in jobs:
+        if job.rival and job in order:
+            continue
+        order.append(job)
+        rival = None if job.rival else rivals.get((job.backend, job.variant))
+        if rival is not None:
+            order.append(rival)
+    return order
+
+
 def out_of_memory(row: Result) -> bool:
     return row.status == status.OOM or "out of memory" in row.error.lower()
 
@@ -152,13 +167,18 @@ class CellRunner:
         (failed, unsupported, correctness-only, compile-only) yields its row at once. When a contestant runs out
         of device memory beside the others, the ones already waiting are timed first (a block), and it starts
         again in the next block, beside only the baseline and its twin; its row says so."""
-        pending, base, twin, first_round, block = list(jobs), None, None, 0, 0
+        pending, base, twin, first_round, block = peers_adjacent(jobs), None, None, 0, 0
         while pending and not self.plan.past_deadline():
             block += 1
             members: list[Contestant] = []
             while pending and not self.plan.past_deadline():
                 started = self._start(pending[0])
                 if isinstance(started, Result) and out_of_memory(started) and any(c is not base for c in members):
+                    peer = self._peer(pending[0], members)
+                    if peer is not None and peer is not base:  # a pair is timed in one block, or it is not paired
+                        peer.server.kill()
+                        members.remove(peer)
+                        pending.insert(0, peer.job)
                     break  # retried in the next block, with less beside it on the device
                 job = pending.pop(0)
                 if isinstance(started, Result):
@@ -179,7 +199,7 @@ class CellRunner:
                 if c.job in self.plan.partners and c is not base:
                     c.server.kill()  # a resumed candidate's peer, timed beside it: its own row is already stored
                 elif c is not base:
-                    yield self._timed_row(c, base, twin, self._peer(c, members))
+                    yield self._timed_row(c, base, twin, self._peer(c.job, racers))
         if base is not None and base.job in self.plan.partners:
             base.server.kill()  # timed only as the resumed contestants' partner: its row is already stored
         elif base is not None:
@@ -188,12 +208,13 @@ class CellRunner:
             twin.server.kill()
 
     @staticmethod
-    def _peer(c: Contestant, members: list[Contestant]) -> Contestant | None:
-        """A candidate toolchain's contestant: the same backend[variant] under the baseline toolchain."""
-        if not c.job.rival:
+    def _peer(job: JobSpec, members: list[Contestant]) -> Contestant | None:
+        """A candidate toolchain's job: its contestant among `members` of the same backend[variant] under the
+        baseline toolchain (never the A/A twin)."""
+        if not job.rival:
             return None
-        return next((m for m in members if not m.job.rival and (m.job.backend, m.job.variant) ==
-                     (c.job.backend, c.job.variant)), None)
+        return next((m for m in members if not m.job.rival and not m.is_twin and (m.job.backend, m.job.variant) ==
+                     (job.backend, job.variant)), None)
 
     def job_folder(self, job: JobSpec, suffix: str = "") -> Path:
         """This job's own scratch, emptied: nothing from an earlier run, attempt or job survives into it. A

@@ -150,9 +150,11 @@ def burst_ms(c: Contestant, settings: Settings) -> float:
 
 
 def noise_halfwidth(ratios: list[float]) -> float:
-    """Half the width of the interval of the median A/A ratio (the baseline against its twin), as a fraction."""
+    """How far the interval of the median A/A ratio (the baseline against its twin) reaches from 1, as a fraction:
+    the report's A/A floor (opmatrix.decide.stats.Interval.halfwidth), so a narrow interval off 1 is not taken
+    for a floor within the target."""
     lo, hi = median_interval(ratios)
-    return (hi - lo) / 2
+    return max(hi - 1, 1 - lo)
 
 
 def paired_ratios(base: Contestant, other: Contestant) -> list[float]:

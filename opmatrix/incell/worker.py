@@ -17,7 +17,7 @@ from pathlib import Path
 from opmatrix.core import status
 from opmatrix.core.jobs import Mode, WorkerTask
 from opmatrix.core.result import Result
-from opmatrix.incell import phases, timing_server
+from opmatrix.incell import measure, phases, timing_server
 from opmatrix.incell.cell_runner import write_result
 from opmatrix.incell.phases import JobFailed, describe
 from opmatrix.incell.plugins import PluginError
@@ -73,6 +73,7 @@ class Worker:
             return
         self.phase("timing")
         timed_call = phases.prepare_timing(built, case)
+        measure.release_cached(task.device.torch)
         replies = timing_server.serving()
         if replies is None:
             raise JobFailed(status.RUNTIME_ERROR, "timing needs a cell runner: start this worker through "

@@ -109,13 +109,32 @@ def declared_pairs(declared: list, df) -> list[tuple[str, str]]:
     return sorted(zip(found.peer_toolchain, found.toolchain))
 
 
-def compare_paired(df, baseline: str, candidate: str, min_speedup: float, run_id: str = "") -> Comparison:
-    """One run with a [[compare]]: the candidate's rows against the baseline's, from the same rounds."""
+def compare_paired(df, baseline: str, candidate: str, min_speedup: float, run_id: str = "",
+                   manifest=None) -> Comparison:
+    """One run with a [[compare]]: the candidate's rows against the baseline's, from the same rounds. With the
+    run's manifest, two rows that ran different sources of their implementation (resumed after an edit) are not
+    compared: the difference would be the edit's, not the toolchain's."""
     before = df[df.toolchain == baseline]
     after = df[df.toolchain == candidate]
     comparison = Comparison(baseline, candidate, True, min_speedup, [run_id] if run_id else [])
-    comparison.rows = [_row_change(b, a, min_speedup, paired=True) for b, a in _matched(before, after)]
+    comparison.rows = [_edited(b, a) if _ran_other_code(manifest, b, a) else
+                       _row_change(b, a, min_speedup, paired=True) for b, a in _matched(before, after)]
     return _finish(comparison, before, after)
+
+
+def _ran_other_code(manifest, b, a) -> bool:
+    if manifest is None:
+        return False
+    return manifest.ran_other_code(f"{a['kernel']}/{a['backend']}", str(b["started_at"]), str(a["started_at"]))
+
+
+def _edited(b, a) -> RowChange:
+    row = RowChange(*(str(a[k]) for k in KEY[:4]), backend_label(str(a["backend"]), str(a["variant"])),
+                    status_before=str(b["status"]), status_after=str(a["status"]), outcome=UNCOMPARED)
+    row.why = [f"kernels/{a['kernel']}/{a['backend']} changed between the sessions that ran the two sides (a "
+               f"--resume after an edit): they ran different code; compare them from a run that times both on "
+               "the same sources"]
+    return row
 
 
 def compare_unpaired(df_a, df_b, baseline: str | None, candidate: str | None, min_speedup: float,
@@ -195,10 +214,13 @@ def _timing(row: RowChange, b: dict, a: dict, min_speedup: float, paired: bool) 
         slow = [c / p for c, p in zip(_values(a, "round_ms"), _values(a, "peer_round_ms")) if c > 0 and p > 0]
         aa_pairs = zip(_values(a, "aa_round_ms"), _values(a, "baseline_round_ms"))
         aa = [t / base for t, base in aa_pairs if t > 0 and base > 0]
-        interval = stats.median_interval(slow)
         floor = stats.median_interval(aa)
-        row.p_value = stats.mann_whitney(slow, aa) if floor is not None else None
         row.aa_floor = floor.halfwidth if floor is not None else None
+        if len(slow) >= 3:
+            interval = stats.median_interval(slow)
+            row.p_value = stats.mann_whitney(slow, aa) if floor is not None else None
+        else:
+            interval = _through_baseline(row, b, a)
     else:
         interval = ratio_of_medians(_values(a, "samples_ms"), _values(b, "samples_ms"))
         row.p_value = stats.mann_whitney(_values(a, "samples_ms"), _values(b, "samples_ms"))
@@ -207,6 +229,25 @@ def _timing(row: RowChange, b: dict, a: dict, min_speedup: float, paired: bool) 
         return
     row.time_ratio, row.time_lo, row.time_hi = interval.estimate, interval.lo, interval.hi
     row.threshold = max(min_speedup, 1 + K_AA * (row.aa_floor or 0.0))
+
+
+def _through_baseline(row: RowChange, b: dict, a: dict) -> stats.Interval | None:
+    """A candidate row timed in other rounds than its peer (a block cut by device memory, or a resumed session):
+    each side's time relative to the framework baseline of its own rounds (drift cancelled within each side),
+    then the ratio of the two sides' medians with an unpaired bootstrap interval. Weaker than paired, and said so."""
+    def relative(r: dict) -> list[float]:
+        if not _values(r, "baseline_round_ms"):  # the baseline's own row: 1 in every round
+            return [1.0 for t in _values(r, "round_ms") if t > 0]
+        return [t / base for t, base in zip(_values(r, "round_ms"), _values(r, "baseline_round_ms"))
+                if t > 0 and base > 0]
+
+    after, before = relative(a), relative(b)
+    interval = ratio_of_medians(after, before)
+    if interval is not None:
+        row.p_value = stats.mann_whitney(after, before)
+        row.why.append("not timed in the same rounds as its peer: each side against the baseline of its own rounds, "
+                       "compared unpaired (weaker)")
+    return interval
 
 
 def ratio_of_medians(after: list[float], before: list[float]) -> stats.Interval | None:

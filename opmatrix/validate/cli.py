@@ -92,7 +92,9 @@ def cmd_validate(args) -> int:
     micro = {}
     if run is not None:
         workloads = {s.kernel.choice.kernel: s.kernel.workloads[0] for s in swaps if s.kernel.workloads}
-        micro = sources.micro_speedups(run, choices, workloads, dtype, info.vendor, args.run_device, kernels_dir)
+        eager = {s.kernel.choice.kernel: s.sites[0].eager for s in swaps if s.sites[0].eager}
+        micro = sources.micro_speedups(run, choices, workloads, dtype, info.vendor, args.run_device, kernels_dir,
+                                       eager)
     rows, noise = check.decide_rows(measured, lambda sw: _parts(sw, profile, micro, run),
                                     lambda sw: _micro_wins(sw, micro))
     report = _report(spec, args, step, device, swaps, profile, run, rows, noise, dtype)

@@ -41,6 +41,8 @@ class Site:
     kernel: str = ""  # validate: the kernel (folder of kernels/) that replaces `function`
     adapter: Callable | None = None  # validate: adapter(original, kernel) -> replacement
     replaces: str = ""  # what the swap replaces, in words (reports)
+    eager: str = ""  # validate: the model's own code as a variant of the kernel ("torch[llama]") when the run's
+    #                  baseline computes the op otherwise: the micro speed-up is taken against it, paired by round
 
     @property
     def module(self) -> str:
@@ -68,7 +70,7 @@ SITES = (
          replaces="apply_rotary_pos_emb (q and k rotated; the cos/sin tables stay the model's)"),
     # swapped; profiled through the class-name ranges above
     Site("rmsnorm", function=f"{LLAMA}:LlamaRMSNorm.forward", kernel="rmsnorm", adapter=adapters.rmsnorm,
-         replaces="LlamaRMSNorm.forward (every norm: input, post-attention, final)"),
+         replaces="LlamaRMSNorm.forward (every norm: input, post-attention, final)", eager="torch[llama]"),
     Site("swiglu", function=f"{LLAMA}:LlamaMLP.forward", kernel="swiglu", adapter=adapters.swiglu_mlp,
          replaces="silu(gate_proj(x)) * up_proj(x) inside LlamaMLP.forward (the projections stay the model's)"),
 )

@@ -79,8 +79,11 @@ def pick_device(run: str, devices: set[str], vendors: dict[str, str], vendor: st
 
 
 def micro_speedups(folder: Path, choices: list[Choice], model_workloads: dict[str, dict], dtype: str,
-                   device_vendor: str, run_device: str | None, kernels_dir: Path) -> dict[str, tuple[Micro | None, str]]:
-    """kernel -> (its microbenchmark speed-up in the run, or None; the reason when None)."""
+                   device_vendor: str, run_device: str | None, kernels_dir: Path,
+                   eager: dict[str, str] | None = None) -> dict[str, tuple[Micro | None, str]]:
+    """kernel -> (its microbenchmark speed-up in the run, or None; the reason when None). Against the run's
+    baseline, or for a kernel in `eager` (kernel -> "backend[variant]", the model's own code as a variant) against
+    that variant's rows of the same rounds at the model's shape."""
     from opmatrix.decide import stats
     from opmatrix.incell import plugins
     from opmatrix.store import load_run
@@ -106,6 +109,9 @@ def micro_speedups(folder: Path, choices: list[Choice], model_workloads: dict[st
             spec = plugins.load_spec(kernels_dir, c.kernel)  # the run's rows name workloads, not shapes
             names = [n for n, w in spec.WORKLOADS.items() if w == workload]
         row = next((r for r in rows.itertuples() if r.workload in names), None)
+        if eager and c.kernel in eager:
+            out[c.kernel] = _against_eager(df, row, eager[c.kernel], c, folder.name, device, dtype, workload)
+            continue
         if row is not None:
             out[c.kernel] = (Micro(float(row.speedup), float(row.speedup_lo), float(row.speedup_hi),
                                    f"run {folder.name}, {device}, {row.workload} {dtype}: the model's shape"), "")
@@ -119,6 +125,30 @@ def micro_speedups(folder: Path, choices: list[Choice], model_workloads: dict[st
             out[c.kernel] = (None, f"{c.text()}: run {folder.name} has no paired speed-up of it on {device}"
                                    f" {dtype}")
     return out
+
+
+def _against_eager(df, row, eager: str, choice: Choice, run: str, device: str, dtype: str,
+                   workload: dict | None) -> tuple[Micro | None, str]:
+    """The choice's speed-up over the model's own code (`eager`, a variant timed in the same rounds at the model's
+    shape): per round, eager's median burst over the choice's, both rows aligned on the baseline's rounds."""
+    from opmatrix.decide import stats
+
+    match = _CHOICE.match(eager)
+    where = f"run {run}, {device}, {dtype}"
+    if row is None:
+        return None, f"{choice.text()}: {where} has no paired row of it at the model's shape {workload}"
+    ref = df[(df.kernel == choice.kernel) & (df.device == device) & (df.workload == row.workload)
+             & (df.dtype == dtype) & (df.backend == match["backend"]) & (df.variant == (match["variant"] or "default"))
+             & (df.status == "ok")]
+    if ref.empty:
+        return None, (f"{choice.text()}: {where} has no {eager} row at {row.workload} (the model's own code, which "
+                      f"the speed-up is taken against)")
+    interval = stats.against(row, ref.iloc[0])
+    if interval is None:
+        return None, f"{choice.text()}: {where}: not timed in the same rounds as {eager} (or too few rounds)"
+    return Micro(interval.estimate, interval.lo, interval.hi,
+                 f"run {run}, {device}, {row.workload} {dtype}: the model's shape, against {eager} (the model's "
+                 f"code) in the same {len(row.round_ms)} rounds"), ""
 
 
 def _verdicts(folder: Path, required: bool = True) -> list[dict]:
