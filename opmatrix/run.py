@@ -123,7 +123,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
         previous = store.read_manifest() if resume else None
         manifest = new_manifest(matrix, run_id, planned, previous)
         session = Session(started_at=_now(), jobs=sum(len(p.all_jobs()) for p in plans), deadline_s=deadline_s,
-                          sources_changed=edited_since_start(matrix, planned, previous, console))
+                          sources_changed=edited_since_last_session(previous, manifest, console))
         manifest.sessions.append(session)
         interrupted = None
         try:
@@ -142,16 +142,16 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     return folder
 
 
-def edited_since_start(matrix, planned: list[CellPlan], previous: RunManifest | None, console) -> list[str]:
-    """On --resume: the implementations whose sources changed since the previous session, said in the terminal
-    (this session's rows of them run other code than the earlier sessions'; `opmatrix compare` will not pair them)."""
+def edited_since_last_session(previous: RunManifest | None, manifest: RunManifest, console) -> list[str]:
+    """On --resume: the implementations whose sources changed since the previous session (their digests in the
+    previous run.json against this session's), said in the terminal: this session's rows of them run other code
+    than the earlier sessions'; `opmatrix compare` will not pair them."""
     if previous is None or not previous.sources:
         return []
-    pairs = {(job.kernel, job.backend) for p in planned for job in p.all_jobs()}
-    edited = effort.changed(previous.sources, effort.digests(matrix.kernels_dir(), pairs))
+    edited = effort.changed(previous.sources, manifest.sources)
     if edited:
-        console.print(f"[yellow]sources changed since {previous.run_id}'s last session: {', '.join(edited)}; rows of them "
-                      "from this session ran other code than the earlier sessions' rows[/]", highlight=False)
+        console.print(f"[yellow]sources changed since {previous.run_id}'s last session: {', '.join(edited)}; rows of "
+                      "them from this session ran other code than the earlier sessions' rows[/]", highlight=False)
     return edited
 
 
