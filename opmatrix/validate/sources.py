@@ -131,15 +131,15 @@ def _against_eager(df, row, eager: str, choice: Choice, run: str, device: str, d
                    workload: dict | None) -> tuple[Micro | None, str]:
     """The choice's speed-up over the model's own code (`eager`, a variant timed in the same rounds at the model's
     shape): per round, eager's median burst over the choice's, both rows aligned on the baseline's rounds."""
+    from opmatrix.core.result import backend_label
     from opmatrix.decide import stats
 
-    match = _CHOICE.match(eager)
     where = f"run {run}, {device}, {dtype}"
     if row is None:
         return None, f"{choice.text()}: {where} has no paired row of it at the model's shape {workload}"
     ref = df[(df.kernel == choice.kernel) & (df.device == device) & (df.workload == row.workload)
-             & (df.dtype == dtype) & (df.backend == match["backend"]) & (df.variant == (match["variant"] or "default"))
-             & (df.status == "ok")]
+             & (df.dtype == dtype) & (df.status == "ok")]
+    ref = ref[[backend_label(b, v) == eager for b, v in zip(ref.backend, ref.variant)]]
     if ref.empty:
         return None, (f"{choice.text()}: {where} has no {eager} row at {row.workload} (the model's own code, which "
                       f"the speed-up is taken against)")
