@@ -76,9 +76,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(venv_backend="virtualenv", name="unit")
 def unit(session: nox.Session) -> None:
-    """The fast lane: pure unit tests (no worker processes, nox cells or Ray), under a minute on two cores."""
+    """The fast lane: pure unit tests (no worker processes, nox cells or Ray, no calibration over many seeds, no
+    rebuild of every committed report), under a minute on two cores."""
     session.install(*TEST_PACKAGES)
-    session.run("python", "-m", "pytest", "-n", "2", "-m", "not integration and not slow", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "2", "-m", "not integration and not slow and not golden", *session.posargs)
 
 
 if os.environ.get("OPMATRIX_CELL_PLAN"):

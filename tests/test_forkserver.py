@@ -88,3 +88,20 @@ def test_a_hung_worker_is_killed_with_its_group(forks):
 def test_it_can_be_turned_off(tmp_path, monkeypatch):
     monkeypatch.setenv("OPMATRIX_FORKSERVER", "0")
     assert ForkServer.start(str(tmp_path), tmp_path / "log") is None
+
+
+def test_the_cell_probe_is_forked_from_the_server_and_other_modules_are_refused(forks):
+    """The cell's probe (facts and ceilings) is forked like a worker, so a cell imports torch once; the server
+    runs only the modules it is meant for."""
+    import json
+
+    from opmatrix.incell.cell_runner import _forked
+
+    root, server = forks
+    out = root / "cell_probe.json"
+    assert _forked(server, "cell_probe", [str(out), "cpu", "float32"], dict(os.environ), root / "cell_probe.log")
+    measured = json.loads(out.read_text())
+    assert measured["facts"]["torch"] and measured["facts"]["runtime"] == "cpu"
+    assert measured["ceilings"]["tflops"]["float32"] > 0 and measured["ceilings"]["copy_gbps"] > 0
+    with open(root / "refused.log", "wb") as log:
+        assert server.spawn(["x"], dict(os.environ), log.fileno(), log.fileno(), main="os") is None

@@ -101,12 +101,14 @@ def _html_order(md_titles: list[str]) -> list[str]:
     return first + perf + sorted(last, key=order.__getitem__) + ["Environments"]
 
 
+@pytest.mark.golden
 def test_the_same_rows_render_the_same_page():
     store = ResultStore(paths.REPORTS / RUN, create=False)
     df, verdicts = decided(load_run(paths.REPORTS / RUN), store.manifest())
     assert run_page(df, store.manifest(), verdicts) == run_page(df, store.manifest(), verdicts)
 
 
+@pytest.mark.golden
 def test_page_weight_of_the_real_h200_report_and_the_history():
     store = ResultStore(paths.REPORTS / "20261130-h200-decide-a", create=False)
     df, verdicts = decided(load_run(store.run_dir), store.manifest())
@@ -153,6 +155,7 @@ def test_the_trend_page_marks_a_planted_shift(tmp_path, capsys):
     assert len(page.encode()) < 1 * MB
 
 
+@pytest.mark.golden
 def test_the_trend_page_of_the_committed_history_stays_small(tmp_path):
     out = tmp_path / "trend.html"
     assert cli.main(["history", "--html", str(out)]) == 0

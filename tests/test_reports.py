@@ -14,6 +14,7 @@ from opmatrix.store import MANIFEST, RESULTS_JSONL, ResultStore
 RUNS = sorted(p for p in paths.REPORTS.iterdir() if (p / RESULTS_JSONL).is_file())
 
 
+@pytest.mark.golden
 @pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
 def test_committed_report_rebuilds_unchanged(run, tmp_path):
     copy = tmp_path / run.name

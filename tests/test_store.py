@@ -3,9 +3,10 @@ the pandas loaders read one run or all runs."""
 import json
 
 import pandas as pd
+import pytest
 
 import opmatrix
-from opmatrix.core.result import COLUMNS, Result
+from opmatrix.core.result import COLUMNS, Result, backend_label, split_backend_label
 from opmatrix.manifest import RunManifest
 from opmatrix.store import ResultStore, add_speedup, frame
 
@@ -81,3 +82,13 @@ def test_reports_render_from_rows_written_before_newer_columns(tmp_path):
     (tmp_path / "r0" / "results.jsonl").write_text(json.dumps(old) + "\n")
     text = report.markdown(opmatrix.load_run("r0", tmp_path), RunManifest(run_id="r0"))
     assert "no telemetry" in text and "% of roofline" not in text
+
+
+@pytest.mark.parametrize("backend, variant", [("torch", "default"), ("tilelang", "tuned"), ("torch-compile", "max")])
+def test_a_backend_label_splits_back_into_backend_and_variant(backend, variant):
+    assert split_backend_label(backend_label(backend, variant)) == (backend, variant)
+
+
+@pytest.mark.parametrize("text", ["", "tilelang[", "tilelang[tuned", "a b", "[tuned]", "tilelang[tu ned]"])
+def test_text_that_is_not_a_backend_label_does_not_split(text):
+    assert split_backend_label(text) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +151,16 @@ class RowError(ValueError):
 def backend_label(backend: str, variant: str) -> str:
     """How a backend and its variant are named in reports and progress: torch, tilelang[cpu]."""
     return backend if variant == "default" else f"{backend}[{variant}]"
+
+
+_LABEL = re.compile(r"^(?P<backend>[A-Za-z0-9_-]+)(\[(?P<variant>[A-Za-z0-9_-]+)\])?$")
+
+
+def split_backend_label(label: str) -> tuple[str, str] | None:
+    """The reverse of backend_label: 'tilelang[tuned]' -> ('tilelang', 'tuned'), 'torch' -> ('torch', 'default');
+    None for text that is not a label."""
+    match = _LABEL.match(label.strip())
+    return (match["backend"], match["variant"] or "default") if match else None
 
 
 COLUMNS = [f.name for f in dataclasses.fields(Result)]

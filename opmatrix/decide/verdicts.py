@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from opmatrix.core import status
-from opmatrix.core.result import backend_label
+from opmatrix.core.result import backend_label, split_backend_label
 from opmatrix.decide import stats
 
 K_AA = 2.0  # the smallest effect a verdict may claim is this many A/A half-widths
@@ -182,7 +182,7 @@ def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
         c.worst = f"{worst.workload} {worst.dtype} {worst.speedup:.2f}x [{worst.speedup_lo:.2f}, {worst.speedup_hi:.2f}]"
     c.compile_s = float(rows.compile_s.median()) if rows.compile_s.notna().any() else None
     c.tuning_s = _tuning_seconds(rows)
-    backend = rows.backend.iloc[0] if len(rows) else label.split("[")[0]
+    backend = rows.backend.iloc[0] if len(rows) else split_backend_label(label)[0]
     c.lines_of_code = loc.get((kernel, backend))
     same = np.asarray([backend_label(b, x) == label for b, x in zip(df.backend, df.variant)], dtype=bool)
     everywhere = df[(df.kernel == kernel).to_numpy() & same]

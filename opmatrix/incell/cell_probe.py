@@ -1,5 +1,6 @@
 """The cell's own measurements, once per cell, in one process of the cell's environment (one import of the
-framework instead of two): the environment facts every row carries (opmatrix.incell.facts) and, for a cell that
+framework instead of two; forked from the cell's fork server, which has imported it already, where there is one):
+the environment facts every row carries (opmatrix.incell.facts) and, for a cell that
 runs on its device, the device's ceilings (opmatrix.incell.ceilings). A failing ceiling measurement costs only the
 ceilings: the facts are written first.
 
@@ -14,7 +15,8 @@ import traceback
 from opmatrix.incell import ceilings, facts
 
 
-def main(out: str, vendor: str, dtypes: list[str]) -> int:
+def main(argv: list[str]) -> int:
+    out, vendor, dtypes = argv[0], argv[1], argv[2:]
     result = {"facts": facts.probe(vendor), "ceilings": {}}
     with open(out, "w") as fh:
         json.dump(result, fh)
@@ -31,4 +33,4 @@ def main(out: str, vendor: str, dtypes: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3:]))
+    sys.exit(main(sys.argv[1:]))

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -26,7 +27,7 @@ from opmatrix.core import metrics, status
 from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask
 from opmatrix.core.result import Result
 from opmatrix.incell import plugins, telemetry
-from opmatrix.incell.processes import die_with_parent, run_limited, signal_name, tail
+from opmatrix.incell.processes import die_with_parent, kill_group, run_limited, signal_name, tail
 from opmatrix.incell.rounds import Contestant, Rounds, aligned
 from opmatrix.incell.forkserver import ForkServer
 from opmatrix.incell.servers import Server, ServerGone
@@ -40,18 +41,38 @@ FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "t
 
 
 def probe(module: str, args: list[str], scratch: Path, python: str = sys.executable,
-          env: dict | None = None) -> dict | None:
+          env: dict | None = None, forks: ForkServer | None = None) -> dict | None:
     """Run `python -m opmatrix.incell.<module> OUT ARGS...` in this environment (or the one `python` and `env`
-    name) with a time limit; its JSON (what it wrote before a crash or the time limit counts too)."""
+    name) with a time limit; its JSON (what it wrote before a crash or the time limit counts too). With `forks`
+    (this environment's fork server) it is forked from the server instead: the framework is imported already."""
     scratch.mkdir(parents=True, exist_ok=True)
     out = scratch / f"{module}.json"
     out.unlink(missing_ok=True)
-    run_limited([python, "-m", f"opmatrix.incell.{module}", str(out), *args], env or dict(os.environ),
-                scratch / f"{module}.log", PROBE_TIMEOUT_S)
+    argv = [str(out), *args]
+    if forks is None or not _forked(forks, module, argv, env or dict(os.environ), scratch / f"{module}.log"):
+        run_limited([python, "-m", f"opmatrix.incell.{module}", *argv], env or dict(os.environ),
+                    scratch / f"{module}.log", PROBE_TIMEOUT_S)
     try:
         return json.loads(out.read_text())
     except (OSError, ValueError):
         return None
+
+
+def _forked(forks: ForkServer, module: str, argv: list[str], env: dict, log: Path) -> bool:
+    """`module`'s main(argv) in a child of the fork server, within PROBE_TIMEOUT_S; False when the server could
+    not start it (the caller then starts a new interpreter)."""
+    with open(log, "wb") as out:
+        child = forks.spawn(argv, env, out.fileno(), out.fileno(), main=module)
+        if child is None:
+            return False
+        try:
+            child.wait(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            kill_group(child)
+        except BaseException:
+            kill_group(child)
+            raise
+    return True
 
 
 def contest_groups(jobs) -> list[list[JobSpec]]:
@@ -123,12 +144,13 @@ def write_result(path: Path, attempt: str, result: Result) -> None:
 class CellRunner:
     def __init__(self, plan: CellPlan) -> None:
         self.plan = plan
-        self.forks: ForkServer | None = None  # started with results()
         self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
+        # first: the probe below and every worker are forked from it (one import of the framework per cell)
+        self.forks = ForkServer.start(str(self.scratch), self.scratch / "forkserver.log")
         d = plan.cell.device
         dtypes = [] if plan.mode is Mode.COMPILE or not plan.jobs else sorted({j.dtype for j in plan.jobs})
-        measured = probe("cell_probe", [d.vendor, *dtypes], self.scratch) or {}
+        measured = probe("cell_probe", [d.vendor, *dtypes], self.scratch, forks=self.forks) or {}
         self.facts = measured.get("facts") or {
             "runtime": f"cell probe failed: {tail(self.scratch / 'cell_probe.log')[-300:]}"}
         self.ceilings = measured.get("ceilings") or {}
@@ -151,7 +173,6 @@ class CellRunner:
         return env, facts
 
     def results(self) -> Iterator[Result]:
-        self.forks = ForkServer.start(str(self.scratch), self.scratch / "forkserver.log")
         try:
             for group in contest_groups(self.plan.partners + self.plan.all_jobs()):
                 if self.plan.past_deadline():

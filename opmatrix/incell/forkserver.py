@@ -1,4 +1,5 @@
-"""A fork server for a cell's workers: one process that has already imported torch forks a fresh worker per job.
+"""A fork server for a cell's workers: one process that has already imported torch forks a fresh worker per job,
+and the cell's probe (facts and ceilings) before them.
 
 Starting a worker as a new interpreter costs a torch import (about 2 s of CPU) before the job does anything; a cell
 starts one per job, and one more per A/A twin. The fork server pays it once per cell. Each job still gets a fresh
@@ -8,8 +9,9 @@ ends that process only. Only modules that start no thread and open no device at 
 (torch, and the worker's own modules); every backend and kernel module is imported in the child, as before.
 
 Protocol, over a Unix socket in the abstract namespace (no path, no length limit), one connection per worker:
-    runner -> server   JSON {"argv": [TASK, RESULT], "env": {...}} with three descriptors (SCM_RIGHTS):
-                       the worker's stdin, its log (stdout and stderr) and its reply channel
+    runner -> server   JSON {"main": "worker" | "cell_probe", "argv": [...], "env": {...}} with three descriptors
+                       (SCM_RIGHTS): the child's stdin, its log (stdout and stderr) and its reply channel; the
+                       child runs opmatrix.incell.<main>.main(argv)
     server -> runner   {"pid": PID}, then, when the worker has exited, {"returncode": CODE} (-N: killed by signal N)
 The server dies with the cell runner (parent-death signal), and every worker dies with the server. Stdlib only.
 
@@ -34,6 +36,7 @@ from opmatrix.incell.timing_server import REPLY_FD_ENV
 
 READY = b"ready\n"
 PRELOAD = ("torch",)
+MAINS = ("worker", "cell_probe")  # the modules a forked child may run (their main(argv))
 REPLY_FD = 3  # where a forked worker finds its reply channel
 MAX_MESSAGE = 1 << 20
 
@@ -65,8 +68,8 @@ def _preload() -> None:
     from opmatrix.incell import worker  # noqa: F401
 
 
-def _run_worker(argv: list[str], env: dict, stdin: int, log: int, reply: int) -> None:
-    """In the forked child: become the worker process. Never returns."""
+def _run_worker(main: str, argv: list[str], env: dict, stdin: int, log: int, reply: int) -> None:
+    """In the forked child: become the worker (or probe) process. Never returns."""
     code = 1
     try:
         os.setpgid(0, 0)  # its own process group (the server sets it too, before it reports the pid: no race)
@@ -85,9 +88,9 @@ def _run_worker(argv: list[str], env: dict, stdin: int, log: int, reply: int) ->
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from opmatrix.incell import worker
+        import importlib
 
-        code = worker.main(argv)
+        code = importlib.import_module(f"opmatrix.incell.{main}").main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # noqa: BLE001 - reported in the worker's log, like an interpreter's traceback
@@ -132,13 +135,19 @@ class Server:
                 os.close(fd)
             return
         request = json.loads(data)
+        main = request.get("main", "worker")
+        if main not in MAINS:
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            return
         pid = os.fork()
         if pid == 0:
             for other in (self.listener, conn, *self.children.values()):
                 other.close()
             os.close(self.wake_r)
             os.close(self.wake_w)
-            _run_worker(request["argv"], request["env"], *fds)
+            _run_worker(main, request["argv"], request["env"], *fds)
         for fd in fds:
             os.close(fd)
         try:
@@ -192,16 +201,18 @@ class ForkServer:
             return None
         return cls(proc, name)
 
-    def spawn(self, argv: list[str], env: dict, log_fd: int, reply_fd: int) -> ForkedProcess | None:
-        """A worker forked by the server (stdin a new pipe, output to log_fd, replies to reply_fd); None when the
-        server is gone."""
+    def spawn(self, argv: list[str], env: dict, log_fd: int, reply_fd: int,
+              main: str = "worker") -> ForkedProcess | None:
+        """A worker (or the probe: main="cell_probe") forked by the server (stdin a new pipe, output to log_fd,
+        replies to reply_fd); None when the server is gone."""
         if self.proc.poll() is not None:
             return None
         stdin_r, stdin_w = os.pipe()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect("\0" + self.name)
-            send_with_fds(conn, json.dumps({"argv": argv, "env": env}).encode(), [stdin_r, log_fd, reply_fd])
+            send_with_fds(conn, json.dumps({"main": main, "argv": argv, "env": env}).encode(),
+                          [stdin_r, log_fd, reply_fd])
             child = ForkedProcess(conn, os.fdopen(stdin_w, "w"), argv)
         except (OSError, ValueError):
             conn.close()

@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from opmatrix import paths
-from opmatrix.core.result import backend_label
+from opmatrix.core.result import backend_label, split_backend_label
 from opmatrix.core.status import OK
 from opmatrix.store import StoreError
 
@@ -339,10 +339,11 @@ def what_changed(before: dict, after: dict) -> str:
 
 
 def _split_labels(filters: dict[str, str]) -> dict[str, str]:
+    """backend=tilelang[tuned] filters on the backend and the variant."""
     out = dict(filters)
-    backend = out.get("backend", "")
-    if backend.endswith("]") and "[" in backend:
-        out["backend"], out["variant"] = backend[:-1].split("[", 1)
+    split = split_backend_label(out.get("backend", ""))
+    if split and "[" in out["backend"]:
+        out["backend"], out["variant"] = split
     return out
 
 

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from opmatrix import paths
+from opmatrix.core.result import split_backend_label
 from opmatrix.report.markdown import row
 from opmatrix.upgrade import history
 from opmatrix.upgrade.history import FILTER_KEYS, METRICS, Trend, short_night
@@ -133,7 +134,8 @@ def _nothing_matches(df, filters: dict[str, str], metric: str, history_dir: Path
         return f"the history {history_dir} holds no rows yet: add runs with `opmatrix history append RUN`"
     for key, value in filters.items():
         known = sorted(set(df[key].astype(str))) if len(df) else []
-        if (value.split("[")[0] if key == "backend" else value) not in known:
+        split = split_backend_label(value) if key == "backend" else None
+        if (split[0] if split else value) not in known:
             return f"no {key} {value!r} in {history_dir}; {key}s there: {', '.join(known) or 'none'}"
     wanted = " ".join(f"{k}={v}" for k, v in filters.items()) or "any series"
     return f"no `ok` row with a {metric} in {history_dir} for {wanted}"

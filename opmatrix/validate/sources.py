@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from opmatrix.cli import UsageError
+from opmatrix.core.result import split_backend_label
 from opmatrix.store import VERDICTS_JSON, read_manifest
 from opmatrix.validate import registry
-from opmatrix.validate.swap import _CHOICE, Choice
+from opmatrix.validate.swap import Choice
 from opmatrix.validate.verdict import Micro
 
 PROFILE_JSON = "profile.json"
@@ -52,9 +53,9 @@ def chosen(folder: Path, device_vendor: str, run_device: str | None) -> list[Cho
     for v in relevant:
         if v["device"] != device:
             continue
-        match = _CHOICE.match(v.get("choice") or "")
-        if v["verdict"] == "adopt" and match:
-            choices.append(Choice(v["kernel"], match["backend"], match["variant"] or "default"))
+        split = split_backend_label(v.get("choice") or "")
+        if v["verdict"] == "adopt" and split:
+            choices.append(Choice(v["kernel"], *split))
         else:
             kept.append(f"{v['kernel']}: {v['verdict']} {v.get('choice') or ''}".strip())
     if not choices:

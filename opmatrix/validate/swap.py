@@ -10,19 +10,15 @@ from __future__ import annotations
 import contextlib
 import importlib
 import platform
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from opmatrix.cli import UsageError
 from opmatrix.core.jobs import DeviceInfo
-from opmatrix.core.result import backend_label
+from opmatrix.core.result import backend_label, split_backend_label
 from opmatrix.incell import plugins
 from opmatrix.validate import registry
-
-_CHOICE = re.compile(r"^(?P<backend>[A-Za-z0-9_-]+)(\[(?P<variant>[A-Za-z0-9_-]+)\])?$")
-
 
 @dataclass(frozen=True)
 class Choice:
@@ -43,14 +39,14 @@ def parse_use(text: str) -> list[Choice]:
     choices: dict[str, Choice] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         kernel, sep, label = part.partition("=")
-        match = _CHOICE.match(label.strip())
-        if not sep or not kernel.strip() or not match:
+        split = split_backend_label(label)
+        if not sep or not kernel.strip() or not split:
             raise UsageError(f"--use {text}: {part!r} is not KERNEL=BACKEND or KERNEL=BACKEND[VARIANT] (e.g. "
                              "rope=triton,swiglu=tilelang[tuned])")
         kernel = kernel.strip()
         if kernel in choices:
             raise UsageError(f"--use {text}: kernel {kernel} is named twice; choose one implementation per kernel")
-        choices[kernel] = Choice(kernel, match["backend"], match["variant"] or "default")
+        choices[kernel] = Choice(kernel, *split)
     if not choices:
         raise UsageError(f"--use {text!r}: name at least one KERNEL=BACKEND")
     return list(choices.values())
