@@ -103,11 +103,14 @@ def add_paired_columns(df):
     cols = {c: [np.nan] * len(df) for c in ("speedup", "speedup_lo", "speedup_hi", "p_value", "aa", "aa_lo",
                                              "aa_hi")}
     group_keys = ["run_id", "cell", "kernel", "workload", "dtype"]
+    # only the columns read below: itertuples over every column of a run costs more than the statistics
+    rows = list(df[[*group_keys, "status", "pairing", "round_ms", "baseline_round_ms", "aa_round_ms",
+                    "samples_ms"]].itertuples(index=False))
     baselines = {}
-    for r in df.itertuples(index=False):
+    for r in rows:
         if r.status == "ok" and r.pairing and not len(r.baseline_round_ms) and len(r.aa_round_ms):
             baselines[tuple(getattr(r, k) for k in group_keys)] = r  # the baseline: paired with its twin only
-    for i, r in enumerate(df.itertuples(index=False)):
+    for i, r in enumerate(rows):
         if r.status != "ok" or not r.pairing:
             continue
         if len(r.baseline_round_ms):
