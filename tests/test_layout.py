@@ -28,3 +28,11 @@ def test_in_cell_packages_import_with_the_driver_packages_blocked():
                          timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("imported ")
+
+
+def test_the_cli_and_the_run_import_scipy_only_when_they_compute_statistics():
+    """scipy.stats costs a second of import: `opmatrix --help`, `plan` or a refused matrix never pay it."""
+    code = "import sys, opmatrix.cli, opmatrix.run; print(sorted({m.split('.')[0] for m in sys.modules}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "'opmatrix'" in out.stdout and "'scipy'" not in out.stdout

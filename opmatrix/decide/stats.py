@@ -2,7 +2,7 @@
 
 A row timed in rounds (`pairing = "interleaved"`) carries, aligned by round, its median burst time, the baseline's
 and the baseline A/A twin's. From these alone:
-- speed-up = median over rounds of baseline / row, with a 95 % bootstrap interval (scipy.stats.bootstrap, BCa);
+- speed-up = median over rounds of baseline / row, with a 95 % bootstrap interval (scipy.stats.bootstrap, percentile);
 - p-value: Mann-Whitney U (scipy.stats.mannwhitneyu) of the row's per-round ratios to the baseline against the A/A
   twin's per-round ratios to the same baseline: both sides are paired, so a power-state drift between rounds
   cancels (on the raw samples it would swamp a 10 % difference); without a twin, on the raw samples. q-values by
@@ -16,11 +16,18 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 20261130  # fixed: the same stored rows always give the same intervals
+
+
+def _scipy():
+    """scipy.stats, imported when first needed: it costs a second, and `opmatrix plan`, `--help` or a refused
+    matrix compute no statistics."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,7 @@ def median_interval(ratios, confidence: float = CONFIDENCE) -> Interval | None:
     estimate = float(np.median(values))
     if np.ptp(values) == 0:
         return Interval(estimate, estimate, estimate)
-    res = stats.bootstrap((values,), np.median, confidence_level=confidence, n_resamples=RESAMPLES,
+    res = _scipy().bootstrap((values,), np.median, confidence_level=confidence, n_resamples=RESAMPLES,
                           method="percentile", random_state=np.random.default_rng(SEED))
     lo, hi = res.confidence_interval
     return Interval(estimate, float(lo), float(hi))
@@ -65,7 +72,7 @@ def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interv
     estimate = float(statistic(*samples))
     if all(np.ptp(s) == 0 for s in samples):
         return Interval(estimate, estimate, estimate)
-    res = stats.bootstrap(samples, statistic, confidence_level=confidence, n_resamples=RESAMPLES,
+    res = _scipy().bootstrap(samples, statistic, confidence_level=confidence, n_resamples=RESAMPLES,
                           method="percentile", vectorized=True, random_state=np.random.default_rng(SEED))
     lo, hi = res.confidence_interval
     return Interval(estimate, float(lo), float(hi))
@@ -92,7 +99,7 @@ def against(row, reference) -> Interval | None:
 def mann_whitney(samples, baseline_samples) -> float | None:
     if len(samples) < 3 or len(baseline_samples) < 3:
         return None
-    return float(stats.mannwhitneyu(samples, baseline_samples, alternative="two-sided").pvalue)
+    return float(_scipy().mannwhitneyu(samples, baseline_samples, alternative="two-sided").pvalue)
 
 
 def add_paired_columns(df):
@@ -134,5 +141,6 @@ def add_paired_columns(df):
     pvals = df.p_value.notna()
     df["q_value"] = np.nan
     if pvals.any():
-        df.loc[pvals, "q_value"] = stats.false_discovery_control(df.loc[pvals, "p_value"].to_numpy(), method="bh")
+        df.loc[pvals, "q_value"] = _scipy().false_discovery_control(df.loc[pvals, "p_value"].to_numpy(),
+                                                                    method="bh")
     return df
