@@ -78,9 +78,14 @@ def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interv
     return Interval(estimate, float(lo), float(hi))
 
 
+def per_round(numerator_ms, denominator_ms) -> list[float]:
+    """numerator / denominator, round by round, over the rounds where both took a positive time."""
+    return [n / d for n, d in zip(numerator_ms, denominator_ms) if n > 0 and d > 0]
+
+
 def ratios(round_ms, baseline_round_ms) -> list[float]:
     """baseline / row per round (> 1: the row is faster)."""
-    return [b / m for b, m in zip(baseline_round_ms, round_ms) if m > 0 and b > 0]
+    return per_round(baseline_round_ms, round_ms)
 
 
 def against(row, reference) -> Interval | None:

@@ -211,9 +211,8 @@ def _values(row: dict, column: str) -> list[float]:
 
 def _timing(row: RowChange, b: dict, a: dict, min_speedup: float, paired: bool) -> None:
     if paired:
-        slow = [c / p for c, p in zip(_values(a, "round_ms"), _values(a, "peer_round_ms")) if c > 0 and p > 0]
-        aa_pairs = zip(_values(a, "aa_round_ms"), _values(a, "baseline_round_ms"))
-        aa = [t / base for t, base in aa_pairs if t > 0 and base > 0]
+        slow = stats.per_round(_values(a, "round_ms"), _values(a, "peer_round_ms"))  # candidate / its peer
+        aa = stats.per_round(_values(a, "aa_round_ms"), _values(a, "baseline_round_ms"))
         floor = stats.median_interval(aa)
         row.aa_floor = floor.halfwidth if floor is not None else None
         if len(slow) >= 3:
@@ -238,8 +237,7 @@ def _through_baseline(row: RowChange, b: dict, a: dict) -> stats.Interval | None
     def relative(r: dict) -> list[float]:
         if not _values(r, "baseline_round_ms"):  # the baseline's own row: 1 in every round
             return [1.0 for t in _values(r, "round_ms") if t > 0]
-        return [t / base for t, base in zip(_values(r, "round_ms"), _values(r, "baseline_round_ms"))
-                if t > 0 and base > 0]
+        return stats.per_round(_values(r, "round_ms"), _values(r, "baseline_round_ms"))
 
     after, before = relative(a), relative(b)
     interval = ratio_of_medians(after, before)
