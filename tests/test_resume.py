@@ -1,6 +1,7 @@
 """A run stopped at its deadline keeps what it finished and is continued with --resume: only the jobs without a
 row run again, in the same run folder, through the real nox cell environment."""
 import json
+import time
 
 import pandas as pd
 import pytest
@@ -11,17 +12,22 @@ from tests.helpers import probe_adapter, probe_matrix, write_plugins
 
 pytestmark = pytest.mark.integration
 
-# The first job sleeps past the deadline in its build: it finishes, the second job is never started.
+DEADLINE_S = 30  # room for the cell environment and its first job to start on a loaded 2-core machine
+# The first job's build waits until just past the run's deadline (an absolute time, written in when the test
+# starts): it finishes, and the second job is never started.
 SLEEPY = ("import time\n\ndef build(w, dtype, device, variant):\n"
-          "    time.sleep(45 if w['n'] == 256 else 0)\n"
+          "    if w['n'] == 256:\n"
+          "        time.sleep(max(0.0, {past_deadline} - time.time()))\n"
           "    return lambda x, out: out.copy_(x * 2)\n")
 
 
 def test_deadline_then_resume_runs_only_what_is_left(tmp_path):
-    write_plugins(tmp_path, "probe", {"sleepy": SLEEPY}, probe_adapter("wallclock"))
+    past_deadline = time.time() + DEADLINE_S + 3  # run() starts its clock a moment after this
+    write_plugins(tmp_path, "probe", {"sleepy": SLEEPY.format(past_deadline=past_deadline)},
+                  probe_adapter("wallclock"))
     matrix = probe_matrix(tmp_path, "resume", ["sleepy"], ["quick", "small"], timeout_s=120, rep_ms=5)
     reports, scratch = tmp_path / "reports", tmp_path / "scratch"
-    folder = run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler(), deadline_s=45)
+    folder = run(matrix, reports, "r1", scratch_root=scratch, scheduler=LocalScheduler(), deadline_s=DEADLINE_S)
     first = pd.read_parquet(folder / "results.parquet")
     assert list(first.workload) == ["quick"] and list(first.status) == ["ok"]
     assert "1 of 2 planned jobs have no result yet" in (folder / "report.md").read_text()
