@@ -4,7 +4,9 @@ of the same number of bytes. Each variant is checked against the committed kerne
 
     python3 tools/h200_memops_sweep.py          # from the project root, on a GPU host (torch, triton)
 
-Issue "model loop", goal >= 90 % of copy bandwidth at prefill sizes: see reports/20261130-h200-model-llama/NOTES.md."""
+Issue "model loop", goal >= 90 % of copy bandwidth at prefill sizes: see reports/20261130-h200-model-llama/NOTES.md.
+There, this sweep's first run timed rope's earlier token-major kernel as the committed one and the head-major
+layout as the variants; the head-major kernel has since been committed (reports/20261130-h200-rope)."""
 import sys
 import torch
 import triton
@@ -69,27 +71,32 @@ def report(name, ms):
     print(f"  {name:40s} {ms*1e3:7.2f} us  {nbytes/(ms/1e3)/1e9:6.0f} GB/s  {100*nbytes/(ms/1e3)/1e9/ceil:5.1f} %",
           flush=True)
 
+
+def sweep(configs, launch, out, expect):
+    """Each config (a dict of launch keywords): checked against `expect`, then timed."""
+    for cfg in configs:
+        label = " ".join(f"{k}={v}" for k, v in cfg.items())
+        try:
+            out.zero_()
+            launch(**cfg)
+            ok = torch.allclose(out.float(), expect.float(), atol=2e-2, rtol=2e-2)
+            report(f"{label} ok={ok}", bench(lambda: launch(**cfg)))
+        except Exception as e:  # a configuration the compiler refuses: say so, go on
+            print(f"  {label} failed: {type(e).__name__} {str(e)[:100]}")
+
+
 print("add_rmsnorm llama_prefill", nbytes / 1e6, "MB")
-report("current", bench(lambda: ref(x, r, w, out)))
+report("committed kernel", bench(lambda: ref(x, r, w, out)))
 cp_s = torch.empty(nbytes // 8, device="cuda", dtype=torch.float32); cp_d = torch.empty_like(cp_s)
-ms = bench(lambda: cp_d.copy_(cp_s))  # nbytes read and nbytes written
-print(f"  {'copy of the same bytes':40s} {ms*1e3:7.2f} us  {2*nbytes/(ms/1e3)/1e9:6.0f} GB/s  "
-      f"{100*2*nbytes/(ms/1e3)/1e9/ceil:5.1f} %")
-for rows in (1, 2, 4):
-    for warps in (4, 8, 16):
-        for evict in (0, 1):
-            def f(rows=rows, warps=warps, evict=evict):
-                ar_rows[(triton.cdiv(T, rows),)](x, r, w, out, T, H, 1e-6, BLOCK=2048, ROWS=rows, EVICT=evict,
-                                                 num_warps=warps)
-            try:
-                out.zero_(); f()
-                ok = torch.allclose(out.float(), expect.float(), atol=2e-2, rtol=2e-2)
-                report(f"rows={rows} warps={warps} evict={evict} ok={ok}", bench(f))
-            except Exception as e:
-                print("  fail", rows, warps, evict, type(e).__name__, str(e)[:100])
+ms = bench(lambda: cp_d.copy_(cp_s))  # nbytes / 2 read and nbytes / 2 written
+report("copy of the same bytes", ms)
+sweep([dict(ROWS=rows, num_warps=warps, EVICT=evict) for rows in (1, 2, 4) for warps in (4, 8, 16)
+       for evict in (0, 1)],
+      lambda **cfg: ar_rows[(triton.cdiv(T, cfg["ROWS"]),)](x, r, w, out, T, H, 1e-6, BLOCK=2048, **cfg),
+      out, expect)
 del x, r, out, cp_s, cp_d
 
-# ---------------- rope ----------------
+# ---------------- rope: the committed head-major kernel over its block of positions and warps ----------------
 B, NH, KV, S, HD = 4, 16, 16, 2048, 128
 q = torch.randn(B, NH, S, HD, device="cuda", dtype=dt); k = torch.randn(B, KV, S, HD, device="cuda", dtype=dt)
 cos = torch.randn(B, S, HD, device="cuda", dtype=dt); sin = torch.randn(B, S, HD, device="cuda", dtype=dt)
@@ -99,53 +106,9 @@ rm = load("kernels/rope/triton.py", "rp")
 wl = {"batch": B, "heads": NH, "kv_heads": KV, "seq": S, "head_dim": HD}
 rfn = rm.build(wl, "bfloat16", D, "default").fn
 rfn(q, k, cos, sin, out); expect = out.clone()
-
-@triton.jit
-def rope_hm(q_ptr, k_ptr, cos_ptr, sin_ptr, out_ptr, seq, heads, kv_heads,
-            HALF: tl.constexpr, BLOCK_S: tl.constexpr, EVICT: tl.constexpr):
-    pid_s = tl.program_id(0)
-    bh = tl.program_id(1)
-    total = heads + kv_heads
-    b = bh // total
-    h = bh % total
-    pos = (pid_s * BLOCK_S + tl.arange(0, BLOCK_S)).to(tl.int64)
-    dims = tl.arange(0, HALF)
-    mask = (pos < seq)[:, None]
-    trow = (b * seq + pos)[:, None] * (2 * HALF) + dims[None, :]
-    c1 = tl.load(cos_ptr + trow, mask=mask, other=0.0).to(tl.float32)
-    c2 = tl.load(cos_ptr + trow + HALF, mask=mask, other=0.0).to(tl.float32)
-    s1 = tl.load(sin_ptr + trow, mask=mask, other=0.0).to(tl.float32)
-    s2 = tl.load(sin_ptr + trow + HALF, mask=mask, other=0.0).to(tl.float32)
-    if h < heads:
-        src = q_ptr + ((b * heads + h) * seq + pos)[:, None] * (2 * HALF) + dims[None, :]
-    else:
-        src = k_ptr + ((b * kv_heads + h - heads) * seq + pos)[:, None] * (2 * HALF) + dims[None, :]
-    if EVICT:
-        x1 = tl.load(src, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        x2 = tl.load(src + HALF, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    else:
-        x1 = tl.load(src, mask=mask, other=0.0).to(tl.float32)
-        x2 = tl.load(src + HALF, mask=mask, other=0.0).to(tl.float32)
-    dst = out_ptr + ((b * total + h) * seq + pos)[:, None] * (2 * HALF) + dims[None, :]
-    dtype = out_ptr.dtype.element_ty
-    if EVICT:
-        tl.store(dst, (x1 * c1 - x2 * s1).to(dtype), mask=mask, cache_modifier=".cs")
-        tl.store(dst + HALF, (x2 * c2 + x1 * s2).to(dtype), mask=mask, cache_modifier=".cs")
-    else:
-        tl.store(dst, (x1 * c1 - x2 * s1).to(dtype), mask=mask)
-        tl.store(dst + HALF, (x2 * c2 + x1 * s2).to(dtype), mask=mask)
-
 print("rope llama_prefill", nbytes / 1e6, "MB")
-report("current", bench(lambda: rfn(q, k, cos, sin, out)))
-for bs in (16, 32, 64, 128):
-    for warps in (2, 4, 8):
-        for evict in (0, 1):
-            def g(bs=bs, warps=warps, evict=evict):
-                rope_hm[(triton.cdiv(S, bs), B * (NH + KV))](q, k, cos, sin, out, S, NH, KV, HALF=HD // 2,
-                                                             BLOCK_S=bs, EVICT=evict, num_warps=warps)
-            try:
-                out.zero_(); g()
-                ok = torch.allclose(out.float(), expect.float(), atol=2e-2, rtol=2e-2)
-                report(f"head-major bs={bs} warps={warps} evict={evict} ok={ok}", bench(g))
-            except Exception as e:
-                print("  fail", bs, warps, evict, type(e).__name__, str(e)[:100])
+report("committed kernel", bench(lambda: rfn(q, k, cos, sin, out)))
+sweep([dict(BLOCK_S=bs, num_warps=warps) for bs in (16, 32, 64, 128) for warps in (2, 4, 8)],
+      lambda **cfg: rm._rope_kernel[(triton.cdiv(S, cfg["BLOCK_S"]), B * (NH + KV))](
+          q, k, cos, sin, out, S, NH, KV, HALF=HD // 2, BLOCK_D=HD // 2, **cfg),
+      out, expect)
