@@ -16,7 +16,7 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.core.keys import KEY_FIELDS
-from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError
+from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError, backend_label
 from opmatrix.manifest import RunManifest
 from opmatrix.matrix import DEFAULT_BASELINE
 
@@ -158,6 +158,13 @@ def frame(results: list[Result]):
     # Numbers are floats whatever the rows hold: a field absent from older rows (None) becomes NaN, not object.
     df[NUMERIC] = df[NUMERIC].astype("float64")
     return df.drop_duplicates(subset=["run_id", *KEY_FIELDS], keep="last").reset_index(drop=True)
+
+
+def labelled(df, label: str):
+    """A boolean mask of the frame's rows whose backend[variant] reads `label` (core.result.backend_label)."""
+    import numpy as np
+
+    return np.asarray([backend_label(b, v) == label for b, v in zip(df.backend, df.variant)], dtype=bool)
 
 
 def add_speedup(df, baseline: str):

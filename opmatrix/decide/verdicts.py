@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from opmatrix.core import status
 from opmatrix.core.result import backend_label, split_backend_label
 from opmatrix.decide import stats
+from opmatrix.store import labelled
 
 K_AA = 2.0  # the smallest effect a verdict may claim is this many A/A half-widths
 Q_MAX = 0.05  # Benjamini-Hochberg level
@@ -171,7 +170,7 @@ def _labels(ran, base) -> list[str]:
 
 
 def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
-    rows = ran[[backend_label(b, x) == label for b, x in zip(ran.backend, ran.variant)]]
+    rows = ran[labelled(ran, label)]
     c = Candidate(label)
     failing, ratio_sets, worst = _measured(rows, targets, max_rel_err)
     c.correct_everywhere, c.why_not = not failing, "; ".join(failing)
@@ -184,8 +183,7 @@ def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
     c.tuning_s = _tuning_seconds(rows)
     backend = rows.backend.iloc[0] if len(rows) else split_backend_label(label)[0]
     c.lines_of_code = loc.get((kernel, backend))
-    same = np.asarray([backend_label(b, x) == label for b, x in zip(df.backend, df.variant)], dtype=bool)
-    everywhere = df[(df.kernel == kernel).to_numpy() & same]
+    everywhere = df[(df.kernel == kernel).to_numpy() & labelled(df, label)]
     c.portability = {dev: ",".join(sorted(set(g.status))) for dev, g in everywhere.groupby("device")}
     return c
 

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -27,7 +26,7 @@ from opmatrix.core import metrics, status
 from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask
 from opmatrix.core.result import Result
 from opmatrix.incell import plugins, telemetry
-from opmatrix.incell.processes import die_with_parent, kill_group, run_limited, signal_name, tail
+from opmatrix.incell.processes import die_with_parent, run_limited, signal_name, tail, wait_limited
 from opmatrix.incell.rounds import Contestant, Rounds, aligned
 from opmatrix.incell.forkserver import ForkServer
 from opmatrix.incell.servers import Server, ServerGone
@@ -48,10 +47,9 @@ def probe(module: str, args: list[str], scratch: Path, python: str = sys.executa
     scratch.mkdir(parents=True, exist_ok=True)
     out = scratch / f"{module}.json"
     out.unlink(missing_ok=True)
-    argv = [str(out), *args]
-    if forks is None or not _forked(forks, module, argv, env or dict(os.environ), scratch / f"{module}.log"):
-        run_limited([python, "-m", f"opmatrix.incell.{module}", *argv], env or dict(os.environ),
-                    scratch / f"{module}.log", PROBE_TIMEOUT_S)
+    argv, env, log = [str(out), *args], env or dict(os.environ), scratch / f"{module}.log"
+    if forks is None or not _forked(forks, module, argv, env, log):
+        run_limited([python, "-m", f"opmatrix.incell.{module}", *argv], env, log, PROBE_TIMEOUT_S)
     try:
         return json.loads(out.read_text())
     except (OSError, ValueError):
@@ -65,13 +63,7 @@ def _forked(forks: ForkServer, module: str, argv: list[str], env: dict, log: Pat
         child = forks.spawn(argv, env, out.fileno(), out.fileno(), main=module)
         if child is None:
             return False
-        try:
-            child.wait(timeout=PROBE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            kill_group(child)
-        except BaseException:
-            kill_group(child)
-            raise
+        wait_limited(child, PROBE_TIMEOUT_S)
     return True
 
 

@@ -53,20 +53,27 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def wait_limited(proc, timeout_s: float) -> int | None:
+    """Wait for a process that leads its own group (a Popen, or a fork server's child): its exit code, or None
+    when it ran past the time limit and its whole group was killed. Ctrl-C or any other exception takes the group
+    down before propagating."""
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        return None
+    except BaseException:
+        kill_group(proc)
+        raise
+
+
 def run_limited(args: list[str], env: dict, log: Path, timeout_s: float) -> tuple[int | None, float]:
     """Run with a time limit in its own process group, output to `log`; (exit code or None if timed out,
     seconds). Ctrl-C or any other exception takes the child's whole group down before propagating."""
     start = time.perf_counter()
     with open(log, "wb") as out:
         proc = popen(args, new_group=True, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            return proc.wait(timeout=timeout_s), time.perf_counter() - start
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            return None, time.perf_counter() - start
-        except BaseException:
-            kill_group(proc)
-            raise
+        return wait_limited(proc, timeout_s), time.perf_counter() - start
 
 
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from opmatrix.cli import UsageError
 from opmatrix.core.result import split_backend_label
-from opmatrix.store import VERDICTS_JSON, read_manifest
+from opmatrix.store import VERDICTS_JSON, labelled, read_manifest
 from opmatrix.validate import registry
 from opmatrix.validate.swap import Choice
 from opmatrix.validate.verdict import Micro
@@ -132,7 +132,6 @@ def _against_eager(df, row, eager: str, choice: Choice, run: str, device: str, d
                    workload: dict | None) -> tuple[Micro | None, str]:
     """The choice's speed-up over the model's own code (`eager`, a variant timed in the same rounds at the model's
     shape): per round, eager's median burst over the choice's, both rows aligned on the baseline's rounds."""
-    from opmatrix.core.result import backend_label
     from opmatrix.decide import stats
 
     where = f"run {run}, {device}, {dtype}"
@@ -140,7 +139,7 @@ def _against_eager(df, row, eager: str, choice: Choice, run: str, device: str, d
         return None, f"{choice.text()}: {where} has no paired row of it at the model's shape {workload}"
     ref = df[(df.kernel == choice.kernel) & (df.device == device) & (df.workload == row.workload)
              & (df.dtype == dtype) & (df.status == "ok")]
-    ref = ref[[backend_label(b, v) == eager for b, v in zip(ref.backend, ref.variant)]]
+    ref = ref[labelled(ref, eager)]
     if ref.empty:
         return None, (f"{choice.text()}: {where} has no {eager} row at {row.workload} (the model's own code, which "
                       f"the speed-up is taken against)")

@@ -20,6 +20,7 @@ from opmatrix.core.result import backend_label, split_backend_label
 from opmatrix.incell import plugins
 from opmatrix.validate import registry
 
+
 @dataclass(frozen=True)
 class Choice:
     kernel: str
