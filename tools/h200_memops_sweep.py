@@ -14,11 +14,12 @@ import triton.language as tl
 from triton.testing import do_bench
 
 sys.path.insert(0, ".")
-import importlib.util
+from opmatrix import paths  # noqa: E402 - the project root is on the path above
+from opmatrix.core.jobs import DeviceInfo  # noqa: E402
+from opmatrix.incell import plugins  # noqa: E402
 
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); return m
+H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+
 
 def bench(fn):
     return do_bench(fn, warmup=25, rep=200, return_mode="median")
@@ -35,9 +36,8 @@ dt = torch.bfloat16
 x = torch.randn(T, H, device="cuda", dtype=dt); r = torch.randn(T, H, device="cuda", dtype=dt)
 w = torch.randn(H, device="cuda", dtype=dt); out = torch.empty(2, T, H, device="cuda", dtype=dt)
 nbytes = 2 * (4 * T * H + H)
-ref_mod = load("kernels/add_rmsnorm/triton.py", "ar")
-class D: is_gpu = True; vendor = "nvidia"
-ref = ref_mod.build({"tokens": T, "hidden": H}, "bfloat16", D, "default").fn
+ref = plugins.load_impl(paths.KERNELS, "add_rmsnorm", "triton").build({"tokens": T, "hidden": H}, "bfloat16", H200,
+                                                                        "default").fn
 ref(x, r, w, out); expect = out.clone()
 
 @triton.jit
@@ -102,9 +102,9 @@ q = torch.randn(B, NH, S, HD, device="cuda", dtype=dt); k = torch.randn(B, KV, S
 cos = torch.randn(B, S, HD, device="cuda", dtype=dt); sin = torch.randn(B, S, HD, device="cuda", dtype=dt)
 out = torch.empty(B, NH + KV, S, HD, device="cuda", dtype=dt)
 nbytes = 2 * (2 * B * (NH + KV) * S * HD + 2 * B * S * HD)
-rm = load("kernels/rope/triton.py", "rp")
+rm = plugins.load_impl(paths.KERNELS, "rope", "triton")
 wl = {"batch": B, "heads": NH, "kv_heads": KV, "seq": S, "head_dim": HD}
-rfn = rm.build(wl, "bfloat16", D, "default").fn
+rfn = rm.build(wl, "bfloat16", H200, "default").fn
 rfn(q, k, cos, sin, out); expect = out.clone()
 print("rope llama_prefill", nbytes / 1e6, "MB")
 report("committed kernel", bench(lambda: rfn(q, k, cos, sin, out)))
