@@ -155,6 +155,10 @@ class RunSettings(_Model):
     noise_target: float = Field(0, ge=0, le=0.5, allow_inf_nan=False, description="extra rounds (within max_rounds "
                                 "and round_extra_s) while the A/A interval's half-width, as a fraction, is above "
                                 "this: 0.01 asks for a noise floor of +-1 %; 0: off")
+    builds: int = Field(1, ge=1, le=8, description="paired timing: build every contestant but the baseline this "
+                        "many times, each in its own worker with an empty cache, all timed in the same rounds; with "
+                        "2 or more a speed-up's interval includes the variation between builds (an autotuner's "
+                        "choice, generated code, buffer placement), which the rounds of one build cannot show")
     kernels_dir: str | None = None
     backends_dir: str | None = None
     compile_only: bool = Field(True, description="for devices no host has, build (or lower) each kernel for them "

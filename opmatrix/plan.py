@@ -32,7 +32,7 @@ def settings(matrix: Matrix) -> Settings:
                     cuda_graph_below_ms=run.cuda_graph_below_ms, crosscheck=run.crosscheck,
                     compile_only=run.compile_only, rounds=run.rounds, max_rounds=run.max_rounds,
                     round_extra_s=run.round_extra_s, burst_ms=run.burst_ms, burst_warmup_ms=run.burst_warmup_ms,
-                    burst_calls=run.burst_calls, noise_target=run.noise_target,
+                    burst_calls=run.burst_calls, noise_target=run.noise_target, builds=run.builds,
                     baseline=acceptance.baseline, min_speedup=acceptance.min_speedup)
 
 

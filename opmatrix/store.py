@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,6 +161,16 @@ def frame(results: list[Result]):
     return df.drop_duplicates(subset=["run_id", *KEY_FIELDS], keep="last").reset_index(drop=True)
 
 
+def with_every_column(df):
+    """A frame read from a results.parquet written before a field existed, given that field's default for every
+    row (a list field: an empty list), so readers never test for columns."""
+    for f in dataclasses.fields(Result):
+        if f.name not in df.columns:
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            df[f.name] = [type(default)() if isinstance(default, list) else default] * len(df) if len(df) else []
+    return df
+
+
 def labelled(df, label: str):
     """A boolean mask of the frame's rows whose backend[variant] reads `label` (core.result.backend_label)."""
     import numpy as np
@@ -198,7 +209,7 @@ def load_run(run: str | Path, reports_dir: Path = paths.REPORTS):
 
     folder = run_dir(run, reports_dir)
     if (folder / RESULTS_PARQUET).is_file():
-        return pd.read_parquet(folder / RESULTS_PARQUET)
+        return with_every_column(pd.read_parquet(folder / RESULTS_PARQUET))
     store = ResultStore(folder, create=False)
     manifest = store.read_manifest()
     return add_speedup(frame(store.results()), _baseline(manifest))

@@ -1,6 +1,7 @@
 """Paired, interleaved timing through real worker processes: every contestant that passed its correctness check
 is timed in shuffled rounds with the baseline (and its A/A twin) in every round; a contestant that dies during
 the rounds costs only its own row."""
+import numpy as np
 import pytest
 
 from opmatrix import plan as plan_mod
@@ -165,3 +166,47 @@ def test_a_toolchain_pair_cut_by_device_memory_is_timed_together_in_the_next_blo
         new, old = rows[("new", name)], rows[("old", name)]
         assert new.peer_toolchain == "old" and new.round_group in old.round_group.split("+"), name
         assert len(new.peer_round_ms) == len(new.round_ms) == new.rounds >= 10, name
+
+
+BUILD_ORDER = ("import os, time\n\ndef build(w, dtype, device, variant):\n"
+               "    n = len(os.listdir({folder!r})) + 1  # builds start one after another: this is build n\n"
+               "    open(os.path.join({folder!r}, str(n)), 'w').close()\n"
+               "    if n > {fails_after}:\n        raise RuntimeError(f'build {{n}} went wrong')\n"
+               "    seconds = {seconds}[n - 1]\n"
+               "    def fn(x, out):\n        time.sleep(seconds)\n        out.copy_(x * 2)\n    return fn\n")
+
+
+def test_builds_are_independent_workers_timed_in_the_same_rounds_and_widen_the_interval(tmp_path):
+    """[run] builds = 2: every contestant but the baseline is built twice, each build in its own worker, and both
+    are timed in the same rounds. `varies` is 30 % slower in its second build (what an autotuner's choice or
+    generated code can do between two builds): its row holds both builds' rounds, and its interval covers both
+    builds' speed-ups, where one build's rounds alone would exclude the other's. A second build that fails fails
+    the row, saying which build."""
+    from opmatrix.decide import stats
+    from opmatrix.store import add_speedup, frame
+
+    folders = {name: tmp_path / name for name in ("varies", "flaky")}
+    for folder in folders.values():
+        folder.mkdir()
+    impls = {"torch": SLEEPER.format(seconds=0.002),
+             "varies": BUILD_ORDER.format(folder=str(folders["varies"]), fails_after=9, seconds=[0.002, 0.0026]),
+             "flaky": BUILD_ORDER.format(folder=str(folders["flaky"]), fails_after=1, seconds=[0.002])}
+    write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
+    matrix = probe_matrix(tmp_path, "builds", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    matrix.write_text(matrix.read_text().replace("[run]", "[run]\nbuilds = 2\nrounds = 10\nmax_rounds = 10"))
+    (plan,) = plan_mod.cell_plans(load_matrix(matrix), "builds", tmp_path / "scratch")
+    results = list(run_cell(plan))
+    rows = {r.backend: r for r in results}
+    assert rows["flaky"].status == "compile_error" and rows["flaky"].error.startswith("build 2 of 2: "), \
+        (rows["flaky"].status, rows["flaky"].error)
+    base, varies = rows["torch"], rows["varies"]
+    assert base.status == varies.status == "ok", (base.error, varies.error)
+    assert base.build_round_ms == [] and len(base.aa_round_ms) == base.rounds  # the baseline: itself and its twin
+    assert len(varies.build_round_ms) == len(varies.round_ms) == varies.rounds == 10
+    assert sorted(p.name for p in folders["varies"].iterdir()) == ["1", "2"]  # two builds, two processes
+    assert [p.name for p in (tmp_path / "scratch").rglob("*-build2")]  # the second build's own job folder
+    first, second = stats.build_ratios(varies)
+    assert stats.median_interval(second).hi < stats.median_interval(first).lo  # the builds do differ
+    df = stats.add_paired_columns(add_speedup(frame(results), "torch")).set_index("backend")
+    lo, hi = df.loc["varies", "speedup_lo"], df.loc["varies", "speedup_hi"]
+    assert lo <= float(np.median(second)) and float(np.median(first)) <= hi, (lo, hi)

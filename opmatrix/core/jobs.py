@@ -94,6 +94,7 @@ class Settings:
     burst_warmup_ms: float = 5
     burst_calls: int = 0  # a burst lasts at least this many calls (of the contestant's last round median)
     noise_target: float = 0  # extra rounds while the A/A interval's half-width is above this fraction (0: off)
+    builds: int = 1  # independent builds of every contestant but the baseline, timed in the same rounds
     baseline: str = "torch"  # acceptance.baseline: in every round, with its A/A twin
     min_speedup: float = 1.05  # acceptance.min_speedup: more rounds while an interval straddles it
 

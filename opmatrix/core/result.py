@@ -87,6 +87,9 @@ class Result:
     round_ms: list[float] = field(default_factory=list)  # this row's median burst time in each round
     baseline_round_ms: list[float] = field(default_factory=list)  # the baseline's, in the same rounds
     aa_round_ms: list[float] = field(default_factory=list)  # the baseline's A/A twin's, in the same rounds
+    # [run] builds >= 2: this contestant's further builds (own workers), their round medians one build after another,
+    # each aligned with round_ms (opmatrix.decide.stats.build_series splits them)
+    build_round_ms: list[float] = field(default_factory=list)
     # a [[compare]]'s candidate row: the same backend[variant] under the baseline toolchain, in the same rounds
     peer_toolchain: str = ""
     peer_round_ms: list[float] = field(default_factory=list)

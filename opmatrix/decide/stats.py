@@ -7,7 +7,12 @@ and the baseline A/A twin's. From these alone:
   twin's per-round ratios to the same baseline: both sides are paired, so a power-state drift between rounds
   cancels (on the raw samples it would swamp a 10 % difference); without a twin, on the raw samples. q-values by
   Benjamini-Hochberg over every paired row of the run (scipy.stats.false_discovery_control);
-- the A/A noise floor: the twin's ratio to the baseline in the same rounds, its interval's half-width around 1.
+- the A/A noise floor: the twin's ratio to the baseline in the same rounds, its interval's half-width around 1;
+- with `[run] builds` >= 2, every contestant was built that many times, each build in its own worker, all timed in
+  the same rounds: the build, not the round, is then the unit a new run would draw afresh. The speed-up is the
+  geometric mean of the builds' median ratios, and its interval the wider of a Student-t interval over those
+  medians on the log scale (scipy.stats.ttest_1samp: it includes the variation between builds, which one build's
+  rounds cannot show) and the bootstrap interval over every build's rounds pooled.
 Rows without rounds (older runs, correctness-only, failures) get no interval: they are never compared.
 """
 from __future__ import annotations
@@ -78,6 +83,64 @@ def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interv
     return Interval(estimate, float(lo), float(hi))
 
 
+def builds_interval(per_build: list[list[float]], statistic=np.median,
+                    confidence: float = CONFIDENCE) -> Interval | None:
+    """An estimate over independent builds, each given by its own per-round values (ratios): the geometric mean of
+    the builds' statistics, with the wider of (a) the Student-t interval over those per-build statistics and (b) the
+    bootstrap interval of the statistic over all builds' rounds pooled. One build: the bootstrap interval of its
+    rounds, as before. None with fewer than 3 rounds in any build."""
+    builds = [[v for v in values if v > 0 and math.isfinite(v)] for values in per_build]
+    builds = [b for b in builds if b]
+    if not builds or any(len(b) < 3 for b in builds):
+        return None
+    pooled = median_interval([v for b in builds for v in b], confidence)
+    if len(builds) == 1 or pooled is None:
+        return pooled
+    return _widened([float(statistic(np.asarray(b))) for b in builds], pooled, confidence)
+
+
+def _widened(per_build: list[float], pooled: Interval, confidence: float) -> Interval:
+    """The geometric mean of per-build ratios; its interval the union of their Student-t interval (on the log
+    scale, where ratios are symmetric and the bounds stay positive) and `pooled`."""
+    logs = np.log(per_build)
+    estimate = float(np.exp(np.mean(logs)))
+    if np.ptp(logs) == 0:
+        return Interval(estimate, min(pooled.lo, estimate), max(pooled.hi, estimate))
+    t = _scipy().ttest_1samp(logs, popmean=0.0).confidence_interval(confidence)
+    return Interval(estimate, min(float(np.exp(t.low)), pooled.lo), max(float(np.exp(t.high)), pooled.hi))
+
+
+def geomean_builds_interval(per_build_sets: list[list[list[float]]],
+                            confidence: float = CONFIDENCE) -> Interval | None:
+    """geomean_interval over workloads when each workload's contestant had several builds: per_build_sets[w][b] is
+    workload w's per-round ratios of build b. Build b's geometric mean over the workloads (of its median ratios) is
+    one draw of the contestant's geometric mean (builds are independent and exchangeable, so pairing them across
+    workloads by index is as good as any); the Student-t interval over those draws is widened to the pooled
+    bootstrap interval, as in builds_interval."""
+    pooled = geomean_interval([[v for b in builds for v in b] for builds in per_build_sets], confidence)
+    counts = {len(builds) for builds in per_build_sets}
+    if pooled is None or counts == {1} or len(counts) != 1:
+        return pooled  # one build each, or builds that failed unevenly across workloads: rounds only
+    draws = [float(np.exp(np.mean([np.log(np.median(builds[b])) for builds in per_build_sets])))
+             for b in range(counts.pop())]
+    return _widened(draws, pooled, confidence)
+
+
+def build_series(round_ms, build_round_ms) -> list[list[float]]:
+    """A row's round medians per build: its own, then each further build's (stored one after another, each aligned
+    with round_ms)."""
+    own, others = list(round_ms), list(build_round_ms)
+    n = len(own)
+    if not n or len(others) % n:
+        return [own]
+    return [own] + [others[i:i + n] for i in range(0, len(others), n)]
+
+
+def build_ratios(row) -> list[list[float]]:
+    """baseline / row per round, for each of the row's builds (one list when it had one build)."""
+    return [ratios(series, row.baseline_round_ms) for series in build_series(row.round_ms, row.build_round_ms)]
+
+
 def per_round(numerator_ms, denominator_ms) -> list[float]:
     """numerator / denominator, round by round, over the rounds where both took a positive time."""
     return [n / d for n, d in zip(numerator_ms, denominator_ms) if n > 0 and d > 0]
@@ -117,7 +180,7 @@ def add_paired_columns(df):
     group_keys = ["run_id", "cell", "kernel", "workload", "dtype"]
     # only the columns read below: itertuples over every column of a run costs more than the statistics
     rows = list(df[[*group_keys, "status", "pairing", "round_ms", "baseline_round_ms", "aa_round_ms",
-                    "samples_ms"]].itertuples(index=False))
+                    "build_round_ms", "samples_ms"]].itertuples(index=False))
     baselines = {}
     for r in rows:
         if r.status == "ok" and r.pairing and not len(r.baseline_round_ms) and len(r.aa_round_ms):
@@ -126,7 +189,7 @@ def add_paired_columns(df):
         if r.status != "ok" or not r.pairing:
             continue
         if len(r.baseline_round_ms):
-            interval = median_interval(ratios(r.round_ms, r.baseline_round_ms))
+            interval = builds_interval(build_ratios(r))
             if interval:
                 cols["speedup"][i], cols["speedup_lo"][i], cols["speedup_hi"][i] = interval.estimate, interval.lo, \
                     interval.hi

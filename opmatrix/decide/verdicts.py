@@ -172,10 +172,10 @@ def _labels(ran, base) -> list[str]:
 def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
     rows = ran[labelled(ran, label)]
     c = Candidate(label)
-    failing, ratio_sets, worst = _measured(rows, targets, max_rel_err)
+    failing, build_sets, worst = _measured(rows, targets, max_rel_err)
     c.correct_everywhere, c.why_not = not failing, "; ".join(failing)
     if not failing:
-        interval = stats.geomean_interval(ratio_sets)
+        interval = stats.geomean_builds_interval(build_sets)
         if interval:
             c.geomean, c.lo, c.hi, c.speedup = interval.estimate, interval.lo, interval.hi, interval.text()
         c.worst = f"{worst.workload} {worst.dtype} {worst.speedup:.2f}x [{worst.speedup_lo:.2f}, {worst.speedup_hi:.2f}]"
@@ -188,10 +188,10 @@ def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
     return c
 
 
-def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[float]], object]:
-    """(why it is not eligible per target, its per-round ratios per target, its slowest target's row)."""
+def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[list[float]]], object]:
+    """(why it is not eligible per target, its per-round ratios per target and build, its slowest target's row)."""
     by_target = {(r.workload, r.dtype): r for r in rows.itertuples()}
-    failing, ratio_sets, worst = [], [], None
+    failing, build_sets, worst = [], [], None
     for w, d in targets:
         r = by_target.get((w, d))
         if r is None or r.status != status.OK:
@@ -203,9 +203,9 @@ def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[float]],
         elif len(ratios := stats.ratios(r.round_ms, r.baseline_round_ms) if r.pairing else []) < 3:
             failing.append(f"{w} {d}: not timed in rounds with the baseline")
         else:
-            ratio_sets.append(ratios)
+            build_sets.append(stats.build_ratios(r))
             worst = r if worst is None or r.speedup < worst.speedup else worst
-    return failing, ratio_sets, worst
+    return failing, build_sets, worst
 
 
 def _tuning_records(rows) -> list[dict]:

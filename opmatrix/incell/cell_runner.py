@@ -109,10 +109,22 @@ def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contesta
         median_ms=statistics.median(samples), p10_ms=cuts[0], p90_ms=cuts[-1],
         rerun_median_ms=statistics.median(half) if half else None, round_ms=c.round_ms,
         baseline_round_ms=aligned(base, c) if base is not None and base is not c else [],
-        aa_round_ms=aligned(twin, c), round_position=c.positions,
+        aa_round_ms=aligned(twin, c), build_round_ms=[ms for b in c.builds for ms in aligned(b, c)],
+        timing_notes="; ".join(filter(None, [result.timing_notes, *builds_missing(c)])), round_position=c.positions,
         peer_toolchain=peer_toolchain if peer is not None else "", peer_round_ms=aligned(peer, c),
         round_sm_mhz=[s["sm_mhz"] for s in c.states if s.get("sm_mhz") is not None],
         round_clock_events=[",".join(s.get("reasons", [])) for s in c.states])
+
+
+def builds_missing(c: Contestant) -> list[str]:
+    """Why a further build of `c` is not in its row's build_round_ms: it did not fit beside the others, or it
+    stopped before the rounds ended."""
+    out = list(c.notes)
+    for n, b in enumerate(c.builds, start=2):
+        if not aligned(b, c):
+            why = b.failure.row.error if b.failure is not None else "missed a round"
+            out.append(f"build {n} left out of the intervals: {why[:200]}")
+    return out
 
 
 def read_result(path: Path, attempt: str) -> Result | None:
@@ -199,16 +211,24 @@ class CellRunner:
                         yield started
                     continue
                 started.block = block
-                members.append(started)
                 if base is None and job.backend == self.plan.settings.baseline and not job.rival:
                     base, twin = started, self._start_twin(job)
-            racers = members + [c for c in (base, twin) if c is not None and c not in members]
+                elif job not in self.plan.partners:
+                    failed = self._start_builds(started)
+                    if failed is not None:
+                        yield failed
+                        continue
+                members.append(started)
+            racers = members + [b for c in members for b in c.builds] \
+                + [c for c in (base, twin) if c is not None and c not in members]
             if not racers:
                 break
             rounds = Rounds(racers, base, self.plan.settings, first_round)
             rounds.run()
             first_round += rounds.count
             for c in members:
+                for b in c.builds:
+                    b.server.kill()
                 if c.job in self.plan.partners and c is not base:
                     c.server.kill()  # a resumed candidate's peer, timed beside it: its own row is already stored
                 elif c is not base:
@@ -226,7 +246,8 @@ class CellRunner:
         baseline toolchain (never the A/A twin)."""
         if not job.rival:
             return None
-        return next((m for m in members if not m.job.rival and not m.is_twin and (m.job.backend, m.job.variant) ==
+        return next((m for m in members if not m.job.rival and not m.is_twin and not m.is_extra_build
+                     and (m.job.backend, m.job.variant) ==
                      (job.backend, job.variant)), None)
 
     def job_folder(self, job: JobSpec, suffix: str = "") -> Path:
@@ -268,6 +289,26 @@ class CellRunner:
             return None
         twin.is_twin = True
         return twin
+
+    def _start_builds(self, first: Contestant) -> Result | None:
+        """[run] builds >= 2: build the job again, each time in a worker of its own with an empty cache, and keep
+        the builds ready to time beside the first. A further build that fails (wrong result, crash, hang, build
+        error) fails the job: its row is that failure, the first build's worker is stopped. One that does not fit
+        in device memory beside the others is left out, and the row says so."""
+        for n in range(2, self.plan.settings.builds + 1):
+            build = self._start(first.job, suffix=f"-build{n}")
+            if isinstance(build, Contestant):
+                build.is_extra_build, build.block = True, first.block
+                first.builds.append(build)
+                continue
+            if out_of_memory(build):
+                first.notes.append(f"build {n} of {self.plan.settings.builds} left out: out of device "
+                                           "memory beside the others")
+                continue
+            for c in (first, *first.builds):
+                c.server.kill()
+            return dataclasses.replace(build, error=f"build {n} of {self.plan.settings.builds}: {build.error}")
+        return None
 
     def _ended(self, server: Server) -> Result:
         """The row of a worker that exited on its own: its result file if it is this attempt's, else why not."""

@@ -2,7 +2,10 @@
 
 Each round visits every live contestant once, in a freshly shuffled order, and takes one short burst of samples
 from each (one contestant on the device at a time). The baseline is in every round, and so is its A/A twin: a
-second, independent build of the baseline whose ratio to the baseline measures the noise of these rounds. After
+second, independent build of the baseline whose ratio to the baseline measures the noise of these rounds. With
+`[run] builds` >= 2 every other contestant is there that many times, each build in its own worker: what varies
+from one build to the next (an autotuner's choice, generated code, buffer placement) is then measured, not left to
+the next run to reveal. After
 `rounds` rounds, more are added (up to `max_rounds` and `round_extra_s` seconds) while a contestant's interval on its
 ratio to the baseline still straddles the decision threshold.
 
@@ -41,6 +44,9 @@ class Contestant:
     started_at: str = ""
     block: int = 1  # the group of contestants it was timed with (more than one only when memory ran out)
     round_group: str = ""  # the id of the rounds it took part in
+    builds: list[Contestant] = field(default_factory=list)  # [run] builds >= 2: its further builds, timed beside it
+    is_extra_build: bool = False  # one of those: timed in the rounds, stored in the first build's row
+    notes: list[str] = field(default_factory=list)  # for its row's timing_notes
 
     @property
     def alive(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from opmatrix.core import status
 from opmatrix.core.result import backend_label
+from opmatrix.decide import stats
 from opmatrix.report.table import Section, key_cells, mixes_toolchains, present, with_toolchain
 
 LAUNCH_BOUND_S = 5e-6  # below this roofline bound the time is launch and fixed cost, not throughput
@@ -24,6 +25,9 @@ LAUNCH_NOTE = (f"; `launch-bound`: the roofline bound of the call (FLOPs at the 
 PAIRED_NOTE = ("; paired rows (timed in shuffled rounds with the baseline): the speed-up is the median per-round ratio "
                "with its 95% bootstrap interval, `~` where the interval includes 1.0; the baseline shows its A/A "
                "twin's ratio, the noise floor of those rounds")
+BUILDS_NOTE = ("; `N builds`: the contestant was built N times ([run] builds), each build timed in the same rounds: "
+               "the speed-up is the geometric mean of the builds' medians, its interval the wider of a Student-t "
+               "interval over the builds (log scale) and the bootstrap interval over their rounds")
 CLOCK_NOTE = (f"; {CLOCK_MARK}: the SM clock dropped or the driver capped power or temperature during this timing "
               "(see Measurement quality)")
 
@@ -64,7 +68,8 @@ def kernel_table(kernel: str, k) -> Section:
     text = [str(v) for row in rows for v in row]
     note = (PERFORMANCE_NOTE + (LAUNCH_NOTE if any(v.endswith(": launch-bound") for v in text) else "")
             + (CLOCK_NOTE if any(CLOCK_MARK in v for v in text) else "")
-            + (PAIRED_NOTE if (k.pairing != "").any() else ""))
+            + (PAIRED_NOTE if (k.pairing != "").any() else "")
+            + (BUILDS_NOTE if any(" builds)" in v for v in text) else ""))
     headers = with_toolchain(list(KEYS), "dtype", split) + labels + ["fastest"]
     timers = f"timers: {', '.join(sorted(k.timer.unique()))}"
     return Section(f"Performance: {kernel}", headers, rows, note, [timers])
@@ -86,7 +91,9 @@ def paired(r) -> str:
     baseline itself, its A/A noise: the ratio of its independent twin in the same rounds."""
     if present(getattr(r, "speedup", float("nan"))):
         same = " ~" if r.speedup_lo <= 1.0 <= r.speedup_hi else ""
-        return f" ({r.speedup:.2f}x [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]{same})"
+        builds = len(stats.build_series(r.round_ms, getattr(r, "build_round_ms", [])))
+        several = f", {builds} builds" if builds > 1 else ""
+        return f" ({r.speedup:.2f}x [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]{same}{several})"
     if present(getattr(r, "aa", float("nan"))) and not len(r.baseline_round_ms):
         return f" (A/A {r.aa:.3f}x [{r.aa_lo:.3f}, {r.aa_hi:.3f}])"
     return ""
