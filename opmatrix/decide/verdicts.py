@@ -26,6 +26,11 @@ from opmatrix.store import labelled
 K_AA = 2.0  # the smallest effect a verdict may claim is this many A/A half-widths
 Q_MAX = 0.05  # Benjamini-Hochberg level
 
+# the columns verdicts read
+READ = ["kernel", "device", "toolchain", "workload", "dtype", "backend", "variant", "status", "rel_err", "timer",
+        "compile_s", "config", "pairing", "round_group", "round_ms", "baseline_round_ms", "build_round_ms", "speedup",
+        "speedup_lo", "speedup_hi", "aa_lo", "aa_hi"]
+
 KEEP, ADOPT, GAP, INCONCLUSIVE, NOT_RUN = "keep framework", "adopt", "gap", "inconclusive", "not run"
 
 
@@ -73,6 +78,7 @@ def decide(df, acceptance: dict, loc: dict[tuple[str, str], int] | None = None) 
     paired columns of stats.add_paired_columns)."""
     if "speedup" not in df.columns:
         df = stats.add_paired_columns(df)
+    df = df[[c for c in READ if c in df.columns]]  # every selection below copies each column it carries
     baseline = acceptance.get("baseline", "torch")
     min_speedup = float(acceptance.get("min_speedup", 1.05))
     max_rel_err = acceptance.get("max_rel_err")
