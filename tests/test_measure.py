@@ -145,3 +145,16 @@ def test_an_aa_interval_narrow_but_off_one_is_not_within_the_target():
     off the baseline has a narrow interval, but not a +-1 % floor, so the rounds go on to the cap."""
     assert _rounds_with_noisy_twin(noise_target=0.01, twin_medians=(0.983, 0.987, 0.985)) == 40
     assert _rounds_with_noisy_twin(noise_target=0.02, twin_medians=(0.983, 0.987, 0.985)) == 10
+
+
+def test_a_cpu_matmul_ceiling_is_sized_to_its_dtypes_speed():
+    """A CPU without half-precision units runs an fp16 1024^3 product in seconds, and the timer takes at least five:
+    a CPU cell with fp16 jobs spent 30 s on its ceilings. The size now follows the measured rate (about 50 ms a
+    call), between 256 and 1024, and the ceiling says which size it used."""
+    from opmatrix.incell.ceilings import cpu_matmul_size, measure_ceilings
+
+    assert cpu_matmul_size(1e9) == 256  # 1 GFLOP/s: emulated fp16
+    assert cpu_matmul_size(100e9) == 1024  # fp32 on AVX cores: the full size
+    assert 256 < cpu_matmul_size(10e9) < 1024
+    measured = measure_ceilings("cpu", ["float32"], warmup_ms=1, rep_ms=1)
+    assert measured["how"].startswith("matmul float32 ") and measured["tflops"]["float32"] > 0
