@@ -11,7 +11,10 @@ from opmatrix.incell import measure
 
 # 256 MiB is past any CPU's L3. A CPU's matmul is sized per dtype (cpu_matmul_size): on a CPU without half-precision
 # units an fp16 1024^3 product takes seconds, and the timer takes at least measure.MIN_REPS of them.
-SIZES = {"cpu": {"matmul": 1024, "copy_mib": 256}, "cuda": {"matmul": 8192, "copy_mib": 2048}}
+# Timing budget per measurement: a CPU's rates move little from call to call (5 calls at the least, measure.MIN_REPS),
+# a GPU's under a power cap more.
+SIZES = {"cpu": {"matmul": 1024, "copy_mib": 256, "warmup_ms": 10, "rep_ms": 50},
+         "cuda": {"matmul": 8192, "copy_mib": 2048, "warmup_ms": 25, "rep_ms": 200}}
 CPU_MATMUL_MIN, CPU_CALL_S = 256, 0.05
 
 
@@ -22,10 +25,13 @@ def cpu_matmul_size(rate_flops: float) -> int:
     return max(CPU_MATMUL_MIN, min(SIZES["cpu"]["matmul"], n))
 
 
-def measure_ceilings(torch_device: str, dtypes: list[str], warmup_ms: float = 25, rep_ms: float = 200) -> dict:
+def measure_ceilings(torch_device: str, dtypes: list[str], warmup_ms: float | None = None,
+                     rep_ms: float | None = None) -> dict:
     import torch
 
     size = SIZES["cpu" if torch_device == "cpu" else "cuda"]
+    warmup_ms = size["warmup_ms"] if warmup_ms is None else warmup_ms
+    rep_ms = size["rep_ms"] if rep_ms is None else rep_ms
     tflops, sizes = {}, {}
     for dtype in dtypes:
         dt = getattr(torch, dtype)
