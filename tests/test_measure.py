@@ -158,3 +158,10 @@ def test_a_cpu_matmul_ceiling_is_sized_to_its_dtypes_speed():
     assert 256 < cpu_matmul_size(10e9) < 1024
     measured = measure_ceilings("cpu", ["float32"], warmup_ms=1, rep_ms=1)
     assert measured["how"].startswith("matmul float32 ") and measured["tflops"]["float32"] > 0
+
+
+def test_a_noisy_twin_alone_adds_no_rounds():
+    """The A/A twin is the noise floor, not a contestant: a twin swinging +-8 % (its interval straddles
+    min_speedup 1.05) adds no rounds of its own; only `noise_target` asks rounds for the floor. Before, every CPU group
+    with a fast baseline ran to max_rounds or round_extra_s on its twin's noise alone."""
+    assert _rounds_with_noisy_twin(noise_target=0, twin_medians=(0.92, 1.08, 0.93, 1.07)) == 10

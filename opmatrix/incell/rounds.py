@@ -130,7 +130,7 @@ class Rounds:
         if self._noise_above_target():
             return True
         for c in self._live():
-            if c is base:
+            if c is base or c.is_twin:  # the twin is the noise floor, asked for by noise_target alone
                 continue
             ratios = paired_ratios(base, c)  # this block's rounds and any before
             if len(ratios) >= 3 and straddles(ratios, self.settings.min_speedup):
