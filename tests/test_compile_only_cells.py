@@ -2,6 +2,7 @@
 has. Each GPU job is still a row; where the implementation can build for the device, it is built on this CPU host
 with the real compilers (compiles: a binary, CUTLASS by nvcc included; lowers: device source only) and never run.
 The CPU half of the same matrix: test_default_style_cpu.py."""
+import json
 import re
 
 import pytest
@@ -39,7 +40,8 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
     assert got[("mi300x", "tilelang", "tile")].status == "lowers"  # HIP source; no hipcc here for a binary
     # CUTLASS: nvcc builds the sm_90a library here (never run); AMD needs another implementation.
     assert got[("h200", "cutlass", "default")].status == "compiles"
-    assert "sm_90a shared library" in got[("h200", "cutlass", "default")].error
+    assert "sm_90a cubin" in got[("h200", "cutlass", "default")].error
+    assert "registers" in json.loads(got[("h200", "cutlass", "default")].config)  # ptxas' report of the build
     assert "NVIDIA-only" in got[("mi300x", "cutlass", "default")].error
     assert "gfx942 hsaco" in got[("mi300x", "triton", "default")].error
     report = (run_dir / "report.md").read_text()

@@ -1,9 +1,10 @@
 """The CUTLASS toolchain lives in opmatrix.kit.cutlass, shared by backends/cutlass.py and kernels/gemm_relu/cutlass.py,
 so a kernels folder copied anywhere builds without reaching into a fixed backends folder.
 
-There is no nvcc on CI's machines: a stand-in `nvcc` (a shell script that builds a C stub exporting the .cu file's
-entry points with the host's cc) and a stand-in CUTLASS tree take their places, so the whole compile-only path runs
-here: toolchain discovery, the cached build, ctypes loading, `compile_for` returning Compiled through the worker."""
+These tests need no nvcc: a stand-in `nvcc` (a shell script that builds a C stub exporting the .cu file's entry
+points with the host's cc, or writes a cubin and ptxas' report) and a stand-in CUTLASS tree take their places, so
+the toolchain's own logic runs anywhere: discovery, the cached builds, ctypes loading, `compile_for` returning
+Compiled through the worker. The real nvcc and CUTLASS build: tests/test_compile_only_cells.py."""
 import json
 import shutil
 import stat
@@ -24,10 +25,22 @@ const char *opmatrix_cutlass_config(void) { return "stub kernel"; }
 """
 NVCC = """\
 #!/bin/sh
-# stand-in nvcc: --version, or "-o OUT ... SOURCE" -> a shared library of the stub (counts its builds)
+# stand-in nvcc: --version; "--cubin -o OUT ..." -> a device-code file and ptxas' -v report on stderr; else
+# "-o OUT ... SOURCE" -> a shared library of the stub (counts its builds)
 if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0; fi
-while [ $# -gt 0 ]; do if [ "$1" = "-o" ]; then out="$2"; shift; fi; shift; done
+cubin=0
+while [ $# -gt 0 ]; do
+  if [ "$1" = "-o" ]; then out="$2"; shift; fi
+  if [ "$1" = "--cubin" ]; then cubin=1; fi
+  shift
+done
 echo build >> "{log}"
+if [ $cubin = 1 ]; then
+  printf 'cubin' > "$out"
+  echo "ptxas info    : Used 168 registers, used 2 barriers" >&2
+  echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" >&2
+  exit 0
+fi
 exec cc -shared -fPIC -o "$out" "{stub}"
 """
 
@@ -62,15 +75,26 @@ def test_a_library_is_built_once_and_reused_from_the_cache(toolchain):
     assert cutlass.describe() == "CUTLASS 4.2.1 (CUTLASS_DIR), nvcc 13.0"
 
 
+def test_a_cubin_keeps_ptxas_report_with_it_in_the_cache(toolchain):
+    source = toolchain / "k.cu"
+    source.write_text("// kernel\n")
+    first, built, report = cutlass.build_cubin(source, ["-O3"])
+    again, rebuilt, cached = cutlass.build_cubin(source, ["-O3"])
+    assert built and not rebuilt and first == again and first.suffix == ".cubin"
+    assert cached == report and cutlass.ptxas_resources(cached) == {"registers": 168, "spill_bytes": 0}
+    assert cutlass.ptxas_resources("no kernel here") == {}
+
+
 @pytest.mark.skipif(shutil.which("cc") is None, reason="the stand-in nvcc needs a C compiler")
 def test_compile_only_builds_through_a_copied_kernels_folder(toolchain):
-    """No host has the sm_90: the worker builds the sm_90a library here and never runs it (status compiles)."""
+    """No host has the sm_90: the worker builds the sm_90a device code here and never runs it (status compiles)."""
     root = toolchain / "plugins"
     copy_plugins(root, "gemm_relu", ["spec.py", "cutlass.py", "cutlass_gemm_relu.cu"], ["cutlass"])
     row = worker_row(root, "cutlass", kernel="gemm_relu", workload="square_4096", dtype="float16",
                      mode=Mode.COMPILE, device=DeviceInfo("h200", "nvidia", "sm_90", "H200"))
     assert row.status == "compiles", row.error
-    assert "sm_90a shared library" in row.error and "CUTLASS 4.2.1" in row.error
+    assert "sm_90a cubin" in row.error and "CUTLASS 4.2.1" in row.error
+    assert "ptxas: 168 registers, 0 bytes spilled" in row.error
     config = json.loads(row.config)
-    assert config["stages"] == 4 and config["kernel"] == "stub kernel" and config["arch"] == "sm_90a"
+    assert config["registers"] == 168 and config["spill_bytes"] == 0 and config["arch"] == "sm_90a"
     assert row.backend_version == "CUTLASS 4.2.1 (CUTLASS_DIR), nvcc 13.0"

@@ -5,7 +5,8 @@ cluster 2x1x1 (two CTAs along M share each B tile by TMA multicast), KernelTmaWa
 with the stage count CUTLASS derives from the shared memory the epilogue leaves (4 for fp16/bf16), and a
 TmaWarpSpecializedCooperative epilogue computing relu(1 * acc) in fp32 with no C operand (LinCombEltAct<ReLu>,
 ElementC = void). build() compiles it with nvcc (the compile time) into a cached shared library holding both the
-fp16 and the bf16 instance and calls it through ctypes on torch's tensors and current stream.
+fp16 and the bf16 instance and calls it through ctypes on torch's tensors and current stream. For a device no host
+has, compile_for builds the device code alone (a cubin) and reports ptxas' registers and spills.
 
 Coverage: NVIDIA sm_90 only (the sm_90a target: wgmma, TMA, clusters); fp16 and bf16; K and N multiples of 8,
 because TMA needs every row stride 16-byte aligned (A's is K, B's and C's is N). M is free: TMA clips the edges.
@@ -16,9 +17,9 @@ from pathlib import Path
 from opmatrix.kit import Built, Compiled, Unsupported, cutlass
 
 _SOURCE = Path(__file__).with_name("cutlass_gemm_relu.cu")
-_FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-shared",
-          "-Xcompiler", "-fPIC", "-Xcompiler", "-Wno-deprecated-declarations", "-DNDEBUG",
-          "-DCUTLASS_ENABLE_TENSOR_CORE_MMA=1"]
+_DEVICE_FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr",
+                 "-DNDEBUG", "-DCUTLASS_ENABLE_TENSOR_CORE_MMA=1"]
+_FLAGS = [*_DEVICE_FLAGS, "-shared", "-Xcompiler", "-fPIC", "-Xcompiler", "-Wno-deprecated-declarations"]
 # nvcc 13's -arch=sm_90a shorthand also runs a generic compute_90 pass (embedded PTX) in which wgmma does not
 # exist and the kernel body would compile to nothing; the -gencode form builds the sm_90a machine code alone.
 _ALIGNMENT = 8  # elements: 16 bytes of fp16 / bf16
@@ -93,9 +94,13 @@ def build(workload, dtype, device, variant):
 
 
 def compile_for(workload, dtype, device, variant):
-    """No host has the device: the same nvcc build, never run."""
+    """No host has the device: the same source's device code built for sm_90a (a cubin, no host half: nothing built
+    here can run there), never run; ptxas' registers and spills from the build."""
     _check(workload, dtype, device)
-    lib, path, _ = _library()
+    cubin, _, report = cutlass.build_cubin(_SOURCE, _DEVICE_FLAGS)
+    resources = cutlass.ptxas_resources(report)
     root = cutlass.toolchain()[1]
-    return Compiled("compiles", f"sm_90a shared library ({path.stat().st_size} bytes, "
-                                f"CUTLASS {cutlass.cutlass_version(root)})", _config(lib, path, dtype))
+    used = (f"; ptxas: {resources['registers']} registers, {resources['spill_bytes']} bytes spilled"
+            if resources else "")
+    return Compiled("compiles", f"sm_90a cubin ({cubin.stat().st_size} bytes, CUTLASS {cutlass.cutlass_version(root)}"
+                                f"{used})", dict(_CONFIG, **resources, cubin=cubin.name))

@@ -99,26 +99,58 @@ def library_cache() -> Path:
 
 
 def build_shared_library(source: Path, flags: list[str]) -> tuple[Path, bool]:
-    """nvcc `source` into a shared library in the cache folder, named by a hash of (source text, nvcc version,
-    CUTLASS version, flags) so an identical build is reused. Written to a temporary file, then renamed into
-    place (atomic: a concurrent job sees the whole library or none). nvcc failing raises RuntimeError.
-    Returns (library, built): built is False when an identical build was found in the cache."""
+    """nvcc `source` into a shared library (host and device code) in the cache folder. Returns (library, built):
+    built is False when an identical build was found in the cache."""
+    library, built, _ = _build(source, flags, ".so")
+    return library, built
+
+
+def build_cubin(source: Path, flags: list[str]) -> tuple[Path, bool, str]:
+    """nvcc `source`'s device code alone into a cubin (no host compile: a device no host has can run nothing built
+    here, and the host half is the same on every device), with ptxas' resource report. Returns (cubin, built,
+    report): the report is kept beside the cubin, so a cached build still has it (ptxas_resources reads it)."""
+    return _build(source, [*flags, "--cubin", "-Xptxas", "-v"], ".cubin")
+
+
+def _build(source: Path, flags: list[str], suffix: str) -> tuple[Path, bool, str]:
+    """nvcc `source` into the cache folder, named by a hash of (source text, nvcc version, CUTLASS version, flags)
+    so an identical build is reused. Written to a temporary file, then renamed into place (atomic: a concurrent job
+    sees the whole artifact or none), with nvcc's diagnostics beside it (`<artifact>.log`). nvcc failing raises
+    RuntimeError. Returns (artifact, built, diagnostics)."""
     nvcc, root, _ = toolchain()
     command_flags = flags + include_flags(root)
     key = "\0".join([source.read_text(), nvcc_version(nvcc), cutlass_version(root), *command_flags])
-    target = library_cache() / f"{source.stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so"
+    target = library_cache() / f"{source.stem}-{hashlib.sha256(key.encode()).hexdigest()[:16]}{suffix}"
+    log = target.with_name(target.name + ".log")
     if target.is_file():
-        return target, False
+        return target, False, log.read_text() if log.is_file() else ""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(suffix=suffix + ".tmp", dir=target.parent)
     os.close(fd)
     try:
         proc = subprocess.run([nvcc, *command_flags, "-o", tmp, str(source)], capture_output=True, text=True)
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout)[-3000:]
             raise RuntimeError(f"nvcc failed (exit {proc.returncode}) on {source.name}:\n{tail}")
+        log_tmp = log.with_name(log.name + f".{os.getpid()}.tmp")
+        log_tmp.write_text(proc.stderr + proc.stdout)
+        os.replace(log_tmp, log)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return target, True
+    return target, True, log.read_text()
+
+
+_USED = re.compile(r"Used (\d+) registers")
+_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def ptxas_resources(report: str) -> dict:
+    """The most registers any kernel of a ptxas -v report uses and the most bytes it spills (stores + loads):
+    {"registers": N, "spill_bytes": M}, or {} when the report names none."""
+    registers = [int(n) for n in _USED.findall(report)]
+    spills = [int(a) + int(b) for a, b in _SPILL.findall(report)]
+    if not registers:
+        return {}
+    return {"registers": max(registers), "spill_bytes": max(spills, default=0)}
