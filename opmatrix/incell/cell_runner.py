@@ -302,8 +302,8 @@ class CellRunner:
                 first.builds.append(build)
                 continue
             if out_of_memory(build):
-                first.notes.append(f"build {n} of {self.plan.settings.builds} left out: out of device "
-                                           "memory beside the others")
+                first.notes.append(f"build {n} of {self.plan.settings.builds} left out: out of device memory "
+                                   "beside the others")
                 continue
             for c in (first, *first.builds):
                 c.server.kill()
