@@ -210,3 +210,19 @@ def test_builds_are_independent_workers_timed_in_the_same_rounds_and_widen_the_i
     df = stats.add_paired_columns(add_speedup(frame(results), "torch")).set_index("backend")
     lo, hi = df.loc["varies", "speedup_lo"], df.loc["varies", "speedup_hi"]
     assert lo <= float(np.median(second)) and float(np.median(first)) <= hi, (lo, hi)
+
+
+def test_a_further_build_that_does_not_fit_is_left_out_and_the_row_says_so(tmp_path):
+    """builds = 2, and the device holds one `x` worker: x's second build runs out of memory beside the first. The
+    row keeps the first build's rounds (no interval over builds) and says which build was left out and why."""
+    slots = tmp_path / "slots"
+    slots.mkdir()
+    impls = {"torch": SLEEPER.format(seconds=0.002), "x": SLOT.format(slots=1, folder=str(slots))}
+    write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
+    matrix = probe_matrix(tmp_path, "fit", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    matrix.write_text(matrix.read_text().replace("[run]", "[run]\nbuilds = 2\nrounds = 10\nmax_rounds = 10"))
+    (plan,) = plan_mod.cell_plans(load_matrix(matrix), "fit", tmp_path / "scratch")
+    rows = {r.backend: r for r in run_cell(plan)}
+    x = rows["x"]
+    assert x.status == "ok" and x.rounds == 10 and x.build_round_ms == [], (x.status, x.error)
+    assert "build 2 of 2 left out: out of device memory beside the others" in x.timing_notes
