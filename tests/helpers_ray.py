@@ -77,11 +77,12 @@ def plugin_root(tmp_path_factory):
     return root
 
 
-def ray_cluster(nodes: dict):
-    """Ray's multi-node test cluster: a head and the named nodes (add_node arguments); yields (cluster, nodes) and
-    shuts it down."""
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    added = {name: cluster.add_node(**args) for name, args in nodes.items()}
+def ray_cluster(nodes: dict, head: dict | None = None):
+    """Ray's multi-node test cluster: a head (add_node arguments `head`, by default one CPU and no device) and the
+    named nodes; yields (cluster, nodes: the head as "head" too) and shuts it down. Every node is a raylet, an agent
+    and a worker on this machine's two cores: a device node that may not be lost can be the head."""
+    cluster = Cluster(initialize_head=True, head_node_args=head or {"num_cpus": 1})
+    added = {"head": cluster.head_node, **{name: cluster.add_node(**args) for name, args in nodes.items()}}
     cluster.wait_for_nodes()
     yield cluster, added
     if ray.is_initialized():

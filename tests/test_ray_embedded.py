@@ -18,16 +18,15 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster():
-    yield from ray_cluster({})
+    # one host with a CPU and a GPU and CPU cores to spare: the head itself (no node added on two cores)
+    yield from ray_cluster({}, head=dict(num_cpus=2, num_gpus=1, resources={
+        "opmatrix.cpu.x86_64.Combo-CPU": 1, "opmatrix.gpu.nvidia.sm_89.NVIDIA-L4": 1, HOST: 1}))
 
 
 def test_cpu_timing_cell_never_shares_its_host_with_another_cell(cluster, root):
     """One host with a CPU and a GPU and CPU cores to spare: the CPU cell holds the host token alone, so the
     GPU cell runs before or after it, never beside it (CPU timings would be disturbed)."""
     c, _ = cluster
-    c.add_node(num_cpus=2, num_gpus=1, resources={"opmatrix.cpu.x86_64.Combo-CPU": 1,
-                                                  "opmatrix.gpu.nvidia.sm_89.NVIDIA-L4": 1, HOST: 1})
-    c.wait_for_nodes()
     devices = ('[[device]]\nid = "combo-cpu"\nvendor = "cpu"\narch = "x86_64"\nname = "Combo"\n'
                '[[device]]\nid = "l4"\nvendor = "nvidia"\narch = "sm_89"\nname = "L4"\n')
     results, _ = run_scheduler(c, root, "exclusive", devices, workloads='["slow"]')
