@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 import dataclasses
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,8 +166,8 @@ def with_every_column(df):
     row (a list field: an empty list), so readers never test for columns."""
     for f in dataclasses.fields(Result):
         if f.name not in df.columns:
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            df[f.name] = [type(default)() if isinstance(default, list) else default] * len(df) if len(df) else []
+            make = f.default_factory if f.default_factory is not dataclasses.MISSING else lambda f=f: f.default
+            df[f.name] = [make() for _ in range(len(df))]  # a list field: a list of its own per row
     return df
 
 
