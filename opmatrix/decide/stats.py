@@ -83,20 +83,19 @@ def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interv
     return Interval(estimate, float(lo), float(hi))
 
 
-def builds_interval(per_build: list[list[float]], statistic=np.median,
-                    confidence: float = CONFIDENCE) -> Interval | None:
+def builds_interval(per_build: list[list[float]], confidence: float = CONFIDENCE) -> Interval | None:
     """An estimate over independent builds, each given by its own per-round values (ratios): the geometric mean of
-    the builds' statistics, with the wider of (a) the Student-t interval over those per-build statistics and (b) the
-    bootstrap interval of the statistic over all builds' rounds pooled. One build: the bootstrap interval of its
-    rounds, as before. None with fewer than 3 rounds in any build."""
+    the builds' medians, with the wider of (a) the Student-t interval over those medians and (b) the bootstrap
+    interval of the median over all builds' rounds pooled. One build: the bootstrap interval of its rounds, as
+    before. None with fewer than 3 rounds in any build."""
     builds = [[v for v in values if v > 0 and math.isfinite(v)] for values in per_build]
     builds = [b for b in builds if b]
     if not builds or any(len(b) < 3 for b in builds):
         return None
-    pooled = median_interval([v for b in builds for v in b], confidence)
-    if len(builds) == 1 or pooled is None:
+    pooled = median_interval([v for b in builds for v in b], confidence)  # >= 3 values: never None
+    if len(builds) == 1:
         return pooled
-    return _widened([float(statistic(np.asarray(b))) for b in builds], pooled, confidence)
+    return _widened([float(np.median(b)) for b in builds], pooled, confidence)
 
 
 def _widened(per_build: list[float], pooled: Interval, confidence: float) -> Interval:

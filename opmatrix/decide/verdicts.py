@@ -206,10 +206,10 @@ def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[list[flo
             failing.append(f"{w} {d}: rel_err {r.rel_err:.2g} > max_rel_err {max_rel_err:g}")
         elif r.timer == "correctness-only":
             failing.append(f"{w} {d}: correctness only here (its timings would mean nothing)")
-        elif not r.pairing or len(stats.ratios(r.round_ms, r.baseline_round_ms)) < 3:
+        elif not r.pairing or len((builds := stats.build_ratios(r))[0]) < 3:  # the first build's ratios
             failing.append(f"{w} {d}: not timed in rounds with the baseline")
         else:
-            build_sets.append(stats.build_ratios(r))
+            build_sets.append(builds)
             worst = r if worst is None or r.speedup < worst.speedup else worst
     return failing, build_sets, worst
 
