@@ -132,14 +132,15 @@ def _build(source: Path, flags: list[str], suffix: str) -> tuple[Path, bool, str
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout)[-3000:]
             raise RuntimeError(f"nvcc failed (exit {proc.returncode}) on {source.name}:\n{tail}")
+        report = proc.stderr + proc.stdout
         log_tmp = log.with_name(log.name + f".{os.getpid()}.tmp")
-        log_tmp.write_text(proc.stderr + proc.stdout)
+        log_tmp.write_text(report)
         os.replace(log_tmp, log)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return target, True, log.read_text()
+    return target, True, report
 
 
 _USED = re.compile(r"Used (\d+) registers")
