@@ -129,14 +129,9 @@ class Server:
     def _fork_one(self) -> None:
         conn, _ = self.listener.accept()
         data, fds = recv_with_fds(conn, 3)
-        if len(fds) != 3:
-            conn.close()
-            for fd in fds:
-                os.close(fd)
-            return
-        request = json.loads(data)
+        request = json.loads(data) if len(fds) == 3 else {}
         main = request.get("main", "worker")
-        if main not in MAINS:
+        if len(fds) != 3 or main not in MAINS:  # refused: a malformed request, or a module it may not run
             conn.close()
             for fd in fds:
                 os.close(fd)
