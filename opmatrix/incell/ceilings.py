@@ -6,6 +6,7 @@ is then placed against the roofline (opmatrix.core.metrics).
 Measured by opmatrix.incell.cell_probe inside the cell's environment."""
 from __future__ import annotations
 
+import time
 
 from opmatrix.incell import measure
 
@@ -54,8 +55,6 @@ def measure_ceilings(torch_device: str, dtypes: list[str], warmup_ms: float | No
 
 def _one_call_rate(dt) -> float:
     """FLOP/s of one CPU matmul at the smallest size, after one call to warm it."""
-    import time
-
     import torch
 
     n = CPU_MATMUL_MIN

@@ -5,9 +5,8 @@ from each (one contestant on the device at a time). The baseline is in every rou
 second, independent build of the baseline whose ratio to the baseline measures the noise of these rounds. With
 `[run] builds` >= 2 every other contestant is there that many times, each build in its own worker: what varies
 from one build to the next (an autotuner's choice, generated code, buffer placement) is then measured, not left to
-the next run to reveal. After
-`rounds` rounds, more are added (up to `max_rounds` and `round_extra_s` seconds) while a contestant's interval on its
-ratio to the baseline still straddles the decision threshold.
+the next run to reveal. After `rounds` rounds, more are added (up to `max_rounds` and `round_extra_s` seconds) while
+a contestant's interval on its ratio to the baseline still straddles the decision threshold.
 
 The stopping rule needs an interval inside the cell, where only the standard library exists: it uses the
 distribution-free order-statistic interval of a median (binomial tail). It only decides when to stop; every
