@@ -1,5 +1,5 @@
 """Variants of the Triton add_rmsnorm and rope kernels at llama_prefill (bf16) on a GPU: GB/s against the 2 GiB
-copy ceiling measured as opmatrix's cell probe does (triton's do_bench, L2 flushed, median), beside a plain copy
+copy ceiling measured by the cell probe's own code (opmatrix.incell.ceilings: do_bench, L2 flushed, median), beside a plain copy
 of the same number of bytes. Each variant is checked against the committed kernel's output first.
 
     python3 tools/h200_memops_sweep.py          # from the project root, on a GPU host (torch, triton)
@@ -16,7 +16,7 @@ from triton.testing import do_bench
 sys.path.insert(0, ".")
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
 from opmatrix.core.jobs import DeviceInfo  # noqa: E402
-from opmatrix.incell import plugins  # noqa: E402
+from opmatrix.incell import ceilings, plugins  # noqa: E402
 
 H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
 
@@ -24,10 +24,7 @@ H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
 def bench(fn):
     return do_bench(fn, warmup=25, rep=200, return_mode="median")
 
-count = 2048 * 1024 * 1024 // 4
-src = torch.ones(count, device="cuda"); dst = torch.empty_like(src)
-ceil = 2 * count * 4 / (bench(lambda: dst.copy_(src)) / 1e3) / 1e9
-del src, dst
+ceil = ceilings.measure_ceilings("cuda", [])["copy_gbps"]  # the cell probe's own 2 GiB copy ceiling
 print(f"copy ceiling {ceil:.0f} GB/s")
 
 # ---------------- add_rmsnorm ----------------

@@ -6,7 +6,7 @@ kernel's own layout: the bound for any kernel that reads x and writes y once in 
 
 Every contestant is timed like opmatrix's cells time rows (triton's do_bench, L2 flushed, median of a burst); each
 round visits all contestants of a (workload, dtype) in a fresh shuffled order, so a power-state drift hits them
-alike. Shares are of the 2 GiB copy ceiling measured as the cell probe does. Each variant's output is checked
+alike. Shares are of the 2 GiB copy ceiling measured by the cell probe's own code (opmatrix.incell.ceilings). Each variant's output is checked
 against the committed kernel's first. Issue "Fair verdicts need strong contestants", goal rmsnorm >= 92 % of copy
 bandwidth at llama_4096 and odd_5120: reports/20261130-h200-rmsnorm-bound/NOTES.md."""
 import random
@@ -22,15 +22,15 @@ from triton.testing import do_bench
 sys.path.insert(0, ".")
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
 from opmatrix.core.jobs import DeviceInfo  # noqa: E402
-from opmatrix.incell import plugins  # noqa: E402
+from opmatrix.incell import ceilings, plugins  # noqa: E402
 
 H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 EPS = 1e-6
 
 
-def bench(fn, rep=40):
-    return do_bench(fn, warmup=10, rep=rep, return_mode="median")
+def bench(fn):
+    return do_bench(fn, warmup=10, rep=40, return_mode="median")
 
 
 @triton.jit
@@ -120,11 +120,7 @@ def variant(x, w, y, rows, warps, hints, copy=False):
 
 
 def main() -> None:
-    count = 2048 * 1024 * 1024 // 4
-    src = torch.ones(count, device="cuda")
-    dst = torch.empty_like(src)
-    ceiling = 2 * count * 4 / (bench(lambda: dst.copy_(src), rep=200) / 1e3) / 1e9
-    del src, dst
+    ceiling = ceilings.measure_ceilings("cuda", [])["copy_gbps"]  # the cell probe's own 2 GiB copy ceiling
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__}; "
           f"copy ceiling (2 GiB, median) {ceiling:.0f} GB/s; {ROUNDS} interleaved rounds")
     impl = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")
