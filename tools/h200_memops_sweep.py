@@ -1,6 +1,7 @@
 """Variants of the Triton add_rmsnorm and rope kernels at llama_prefill (bf16) on a GPU: GB/s against the 2 GiB
-copy ceiling measured by the cell probe's own code (opmatrix.incell.ceilings: do_bench, L2 flushed, median), beside a plain copy
-of the same number of bytes. Each variant is checked against the committed kernel's output first.
+copy ceiling measured by the cell probe's own code (opmatrix.incell.ceilings: do_bench, L2 flushed, median),
+beside a plain copy of the same number of bytes. Each variant is checked against the committed kernel's output
+first.
 
     python3 tools/h200_memops_sweep.py          # from the project root, on a GPU host (torch, triton)
 
