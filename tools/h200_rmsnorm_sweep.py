@@ -7,8 +7,9 @@ kernel's own layout: the bound for any kernel that reads x and writes y once in 
 Every contestant is timed like opmatrix's cells time rows (triton's do_bench, L2 flushed, median of a burst); each
 round visits all contestants of a (workload, dtype) in a fresh shuffled order, so a power-state drift hits them
 alike. Shares are of the 2 GiB copy ceiling measured by the cell probe's own code (opmatrix.incell.ceilings).
-Each variant's output is checked against the committed kernel's first. Issue "Fair verdicts need strong contestants", goal rmsnorm >= 92 % of copy
-bandwidth at llama_4096 and odd_5120: reports/20261130-h200-rmsnorm-bound/NOTES.md."""
+Each variant's output is checked against the committed kernel's first. Issue "Fair verdicts need strong
+contestants", goal rmsnorm >= 92 % of copy bandwidth at llama_4096 and odd_5120:
+reports/20261130-h200-rmsnorm-bound/NOTES.md."""
 import random
 import statistics
 import sys
