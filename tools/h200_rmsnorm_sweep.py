@@ -26,6 +26,7 @@ from opmatrix.core.jobs import DeviceInfo  # noqa: E402
 from opmatrix.incell import ceilings, plugins  # noqa: E402
 
 H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+COMMITTED = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")  # kernels/rmsnorm/triton.py
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 15
 EPS = 1e-6
 
@@ -107,9 +108,9 @@ def persistent(x, w, y, per_sm, warps, stages):
 
 
 def split(hidden: int) -> tuple[int, int]:
-    a = 1 << (hidden.bit_length() - 1)
-    rest = hidden - a
-    return a, (triton.next_power_of_2(rest) if rest else 0)
+    """The row's two blocks (A, B) as the committed kernel chooses them (kernels/rmsnorm/triton.py _config)."""
+    config = COMMITTED._config(hidden, True)
+    return config["A"], config["B"]
 
 
 def variant(x, w, y, rows, warps, hints, copy=False):
@@ -124,7 +125,6 @@ def main() -> None:
     ceiling = ceilings.measure_ceilings("cuda", [])["copy_gbps"]  # the cell probe's own 2 GiB copy ceiling
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__}; "
           f"copy ceiling (2 GiB, median) {ceiling:.0f} GB/s; {ROUNDS} interleaved rounds")
-    impl = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")
     for workload in ("llama_4096", "odd_5120"):
         shape = {"llama_4096": (16384, 4096), "odd_5120": (16383, 5120)}[workload]
         for dtype in (torch.float16, torch.bfloat16):
@@ -133,7 +133,7 @@ def main() -> None:
             w = torch.randn(hidden, device="cuda", dtype=dtype)
             y = torch.empty_like(x)
             nbytes = 2 * x.numel() * x.element_size() + w.numel() * w.element_size()
-            committed = impl.build({"tokens": tokens, "hidden": hidden}, str(dtype).split(".")[1], H200,
+            committed = COMMITTED.build({"tokens": tokens, "hidden": hidden}, str(dtype).split(".")[1], H200,
                                    "default").fn
             committed(x, w, y)
             expect = y.clone()
