@@ -1,6 +1,8 @@
 """Paired, interleaved timing through real worker processes: every contestant that passed its correctness check
 is timed in shuffled rounds with the baseline (and its A/A twin) in every round; a contestant that dies during
 the rounds costs only its own row."""
+import re
+
 import numpy as np
 import pytest
 
@@ -226,3 +228,51 @@ def test_a_further_build_that_does_not_fit_is_left_out_and_the_row_says_so(tmp_p
     x = rows["x"]
     assert x.status == "ok" and x.rounds == 10 and x.build_round_ms == [], (x.status, x.error)
     assert "build 2 of 2 left out: out of device memory beside the others" in x.timing_notes
+
+
+SPIKE = ("import fcntl, time\ncalls = 0\n\ndef build(w, dtype, device, variant):\n"
+         "    def fn(x, out):  # a large transient on every call: 'device memory' only while hog is not alive\n"
+         "        global calls\n        calls += 1\n"
+         "        with open({lock!r}, 'w') as fh:\n"
+         "            try:\n                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+         "            except BlockingIOError:\n"
+         "                if calls > 20:  # past the correctness check's calls: in the rounds\n"
+         "                    raise RuntimeError('CUDA out of memory (simulated: hog holds the device)')\n"
+         "        time.sleep(0.002)\n        out.copy_(x * 2)\n    return fn\n")
+
+
+def test_a_contestant_out_of_memory_in_the_rounds_is_timed_again_in_the_next_block(tmp_path):
+    """`spike` passes its check, then runs out of memory in the rounds beside `hog`: it is not stored as a
+    failure but started again after hog's block, timed in block 2 beside the baseline, and its row says why."""
+    lock = str(tmp_path / "device.lock")
+    impls = {"torch": SLEEPER.format(seconds=0.002), "hog": HOG.format(lock=lock), "spike": SPIKE.format(lock=lock)}
+    write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
+    matrix = probe_matrix(tmp_path, "spike", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    matrix.write_text(matrix.read_text().replace("[run]", "[run]\nrounds = 10\nmax_rounds = 10"))
+    (plan,) = plan_mod.cell_plans(load_matrix(matrix), "spike", tmp_path / "scratch")
+    rows = {r.backend: r for r in run_cell(plan)}
+    assert sorted(rows) == ["hog", "spike", "torch"]  # one row each: the first attempt left no row
+    spike, hog, base = rows["spike"], rows["hog"], rows["torch"]
+    assert spike.status == hog.status == "ok", (spike.status, spike.error)
+    assert spike.pairing.startswith("interleaved, block 2") and spike.rounds == 10
+    assert re.search(r"out of device memory in round \d+ beside 3 other timing servers: started again and timed "
+                     r"in block 2", spike.timing_notes), spike.timing_notes
+    assert spike.baseline_round_ms == base.round_ms[-10:] and hog.rounds == 10
+
+
+def test_an_out_of_memory_in_the_rounds_with_nothing_to_wait_for_is_an_oom_row(tmp_path):
+    """The same contestant, out of memory again in its second block: its row is `oom` (never runtime_error),
+    with the allocator's message."""
+    lock = str(tmp_path / "device.lock")
+    held = open(lock, "w")
+    import fcntl
+    fcntl.flock(held, fcntl.LOCK_EX)  # held by the test: no block ever has room
+    impls = {"torch": SLEEPER.format(seconds=0.002), "spike": SPIKE.format(lock=lock)}
+    write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
+    matrix = probe_matrix(tmp_path, "full", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    (plan,) = plan_mod.cell_plans(load_matrix(matrix), "full", tmp_path / "scratch")
+    rows = {r.backend: r for r in run_cell(plan)}
+    held.close()
+    spike = rows["spike"]
+    assert spike.status == "oom" and spike.phase == "timing", (spike.status, spike.error)
+    assert "CUDA out of memory (simulated" in spike.error and rows["torch"].status == "ok"

@@ -24,6 +24,7 @@ from typing import Iterator
 
 from opmatrix.core import metrics, status
 from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask
+from opmatrix.core.keys import JobKey
 from opmatrix.core.result import Result
 from opmatrix.incell import plugins, telemetry
 from opmatrix.incell.processes import die_with_parent, run_limited, signal_name, tail, wait_limited
@@ -193,6 +194,7 @@ class CellRunner:
         of device memory beside the others, the ones already waiting are timed first (a block), and it starts
         again in the next block, beside only the baseline and its twin; its row says so."""
         pending, base, twin, first_round, block = peers_adjacent(jobs), None, None, 0, 0
+        again: dict[JobKey, str] = {}  # jobs that ran out of device memory during a block's rounds: why, by job key
         while pending and not self.plan.past_deadline():
             block += 1
             members: list[Contestant] = []
@@ -211,6 +213,7 @@ class CellRunner:
                         yield started
                     continue
                 started.block = block
+                started.notes.extend(filter(None, [again.get(self.plan.key(job))]))
                 if base is None and job.backend == self.plan.settings.baseline and not job.rival:
                     base, twin = started, self._start_twin(job)
                 elif job not in self.plan.partners:
@@ -229,7 +232,9 @@ class CellRunner:
             for c in members:
                 for b in c.builds:
                     b.server.kill()
-                if c.job in self.plan.partners and c is not base:
+                if self._time_again(c, base, racers, again, block):
+                    pending.insert(0, c.job)
+                elif c.job in self.plan.partners and c is not base:
                     c.server.kill()  # a resumed candidate's peer, timed beside it: its own row is already stored
                 elif c is not base:
                     yield self._timed_row(c, base, twin, self._peer(c.job, racers))
@@ -239,6 +244,20 @@ class CellRunner:
             yield self._timed_row(base, base, twin)
         if twin is not None:
             twin.server.kill()
+
+    def _time_again(self, c: Contestant, base: Contestant | None, racers: list[Contestant], again: dict[JobKey, str],
+                    block: int) -> bool:
+        """A contestant that ran out of device memory during the rounds, beside timing servers that hold theirs, is
+        started once more in the next block (the contestants timed so far are gone by then), rather than stored as
+        a failure of its own. Not a toolchain pair's member: a pair is timed in one block."""
+        key = self.plan.key(c.job)
+        if (c.failure is None or c.failure.row.status != status.OOM or c is base or key in again
+                or c.job in self.plan.partners or self.plan.rival is not None):
+            return False
+        beside = len(racers) - 1 - len(c.builds)
+        again[key] = (f"out of device memory in round {len(c.round_ms) + 1} beside {beside} other timing servers: "
+                      f"started again and timed in block {block + 1}")
+        return True
 
     @staticmethod
     def _peer(job: JobSpec, members: list[Contestant]) -> Contestant | None:

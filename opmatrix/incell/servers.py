@@ -69,7 +69,8 @@ class Server:
         reply = json.loads(line)
         if "error" in reply:
             self.kill()
-            raise ServerGone(Result(status=status.RUNTIME_ERROR, phase="timing", error=reply["error"]))
+            failed = reply.get("status", status.RUNTIME_ERROR)  # oom when the device ran out of memory
+            raise ServerGone(Result(status=failed, phase="timing", error=reply["error"]))
         return reply
 
     def finish(self, timeout_s: float) -> None:

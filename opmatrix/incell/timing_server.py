@@ -5,7 +5,7 @@ Protocol (one JSON object per line): requests arrive on the worker's stdin, repl
 named by OPMATRIX_REPLY_FD (stdout and stderr stay the worker's log).
     worker -> {"event": "ready"}                      after correctness passed
     runner -> {"op": "burst", "warmup_ms": W, "rep_ms": R}
-    worker -> {"samples_ms": [...], "timer": T, "state": {telemetry} | null}   or {"error": "..."}
+    worker -> {"samples_ms": [...], "timer": T, "state": {telemetry} | null}   or {"error": "...", "status": S}
     runner -> {"op": "finish"}                        the worker returns to write its row and exit
 Only one contestant touches the device at a time: the runner sends the next burst only after the reply.
 Stdlib only (measure and telemetry import torch / triton / NVML lazily).
@@ -17,7 +17,8 @@ import os
 import sys
 from typing import Callable
 
-from opmatrix.incell import measure, telemetry
+from opmatrix.core import status
+from opmatrix.incell import measure, phases, telemetry
 
 REPLY_FD_ENV = "OPMATRIX_REPLY_FD"
 
@@ -40,7 +41,9 @@ def serving() -> Replies | None:
 
 
 def serve(call: Callable[[], object], device, replies: Replies, requests=None) -> list[float]:
-    """Answer burst requests until told to finish (or the runner goes away); every sample timed."""
+    """Answer burst requests until told to finish (or the runner goes away); every sample timed. Between bursts
+    the worker gives back the device memory its caching allocator keeps, so a server waiting for its turn holds
+    only what its call keeps alive and a call with a large transient (attention's score matrix) finds room."""
     requests = requests or sys.stdin
     gpu = telemetry.open_for(device)
     replies.send({"event": "ready"})
@@ -52,9 +55,11 @@ def serve(call: Callable[[], object], device, replies: Replies, requests=None) -
                 break
             try:
                 timing = measure.time_callable(call, device.torch, request["warmup_ms"], request["rep_ms"])
-            except Exception as exc:  # a kernel that fails on a later call: this row's runtime_error
-                replies.send({"error": f"{type(exc).__name__}: {exc}"[:2000]})
+            except Exception as exc:  # a kernel that fails on a later call: runtime_error, or oom
+                replies.send({"error": f"{type(exc).__name__}: {exc}"[:2000],
+                              "status": phases.failure_status(exc, status.RUNTIME_ERROR)})
                 break
+            measure.release_cached(device.torch)
             timed.extend(timing.samples_ms)
             replies.send({"samples_ms": timing.samples_ms, "timer": timing.timer,
                           "state": gpu.sample() if gpu else None})
