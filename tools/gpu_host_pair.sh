@@ -2,16 +2,17 @@
 # Two identical runs of one matrix at the same time on a host with two GPUs, one run per GPU (CUDA_VISIBLE_DEVICES
 # pins each opmatrix to its GPU), each through tools/gpu_host_run.sh: starts them, or resumes both.
 #
-#   tools/gpu_host_pair.sh MATRIX RUN_ID_A RUN_ID_B DEADLINE_S
+#   tools/gpu_host_pair.sh MATRIX RUN_ID_A RUN_ID_B DEADLINE_S [extra opmatrix run args, e.g. --redo runtime_error]
 set -uo pipefail
 matrix=$1 run_a=$2 run_b=$3 deadline=$4
+shift 4
 if [ ! -d /tmp/site/nox ]; then
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .bundle/tl.tar.xz || exit 3
 fi
 here=$(dirname "$0")
-CUDA_VISIBLE_DEVICES=0 "$here/gpu_host_run.sh" "$matrix" "$run_a" "$deadline" > /dev/null 2>&1 &
+CUDA_VISIBLE_DEVICES=0 "$here/gpu_host_run.sh" "$matrix" "$run_a" "$deadline" "$@" > /dev/null 2>&1 &
 a=$!
-CUDA_VISIBLE_DEVICES=1 "$here/gpu_host_run.sh" "$matrix" "$run_b" "$deadline" > /dev/null 2>&1 &
+CUDA_VISIBLE_DEVICES=1 "$here/gpu_host_run.sh" "$matrix" "$run_b" "$deadline" "$@" > /dev/null 2>&1 &
 b=$!
 wait $a; rc_a=$?
 wait $b; rc_b=$?
