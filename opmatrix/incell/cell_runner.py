@@ -192,7 +192,8 @@ class CellRunner:
         baseline and its A/A twin are then timed together in rounds. A job that ends before it is ready to time
         (failed, unsupported, correctness-only, compile-only) yields its row at once. When a contestant runs out
         of device memory beside the others, the ones already waiting are timed first (a block), and it starts
-        again in the next block, beside only the baseline and its twin; its row says so."""
+        again in the next block, beside only the baseline and its twin; its row says so. So does one that runs out
+        during the rounds (once)."""
         pending, base, twin, first_round, block = peers_adjacent(jobs), None, None, 0, 0
         again: dict[JobKey, str] = {}  # jobs that ran out of device memory during a block's rounds: why, by job key
         while pending and not self.plan.past_deadline():
@@ -229,21 +230,28 @@ class CellRunner:
             rounds = Rounds(racers, base, self.plan.settings, first_round)
             rounds.run()
             first_round += rounds.count
-            for c in members:
-                for b in c.builds:
-                    b.server.kill()
-                if self._time_again(c, base, racers, again, block):
-                    pending.insert(0, c.job)
-                elif c.job in self.plan.partners and c is not base:
-                    c.server.kill()  # a resumed candidate's peer, timed beside it: its own row is already stored
-                elif c is not base:
-                    yield self._timed_row(c, base, twin, self._peer(c.job, racers))
+            yield from self._end_block(members, base, twin, racers, pending, again, block)
         if base is not None and base.job in self.plan.partners:
             base.server.kill()  # timed only as the resumed contestants' partner: its row is already stored
         elif base is not None:
             yield self._timed_row(base, base, twin)
         if twin is not None:
             twin.server.kill()
+
+    def _end_block(self, members: list[Contestant], base: Contestant | None, twin: Contestant | None,
+                   racers: list[Contestant], pending: list[JobSpec], again: dict[JobKey, str],
+                   block: int) -> Iterator[Result]:
+        """After a block's rounds: each member's row (the baseline's waits for the group's last block), or its job
+        back at the head of `pending` to be timed again in the next block."""
+        for c in members:
+            for b in c.builds:
+                b.server.kill()
+            if self._time_again(c, base, racers, again, block):
+                pending.insert(0, c.job)
+            elif c.job in self.plan.partners and c is not base:
+                c.server.kill()  # a resumed candidate's peer, timed beside it: its own row is already stored
+            elif c is not base:
+                yield self._timed_row(c, base, twin, self._peer(c.job, racers))
 
     def _time_again(self, c: Contestant, base: Contestant | None, racers: list[Contestant], again: dict[JobKey, str],
                     block: int) -> bool:
