@@ -182,3 +182,14 @@ def test_builds_widen_a_rows_interval_and_the_verdicts_geometric_mean():
     assert c.lo < 1.30 / 1.03 and 1.30 / 0.97 < c.hi, (c.lo, c.hi)
     one = verdict_of(rows({"fast": 1.30}, seed=11, drift=0.0, noise=0.002)).candidates[0]
     assert c.hi - c.lo > 3 * (one.hi - one.lo)
+
+
+def test_verdicts_json_does_not_change_with_the_last_bits_of_a_float():
+    """numpy/scipy builds sum a geometric mean in different orders: the file must be the same for both."""
+    from opmatrix.decide.verdicts import to_json
+    v = verdict_of(rows({"fast": 1.3}, seed=3))
+    before = to_json([v])
+    for c in v.candidates:
+        c.geomean, c.lo = float(np.nextafter(c.geomean, 2.0)), float(np.nextafter(c.lo, 0.0))
+    assert to_json([v]) == before
+    assert f'"geomean": {v.candidates[0].geomean:.6g}' in before

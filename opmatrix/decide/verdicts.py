@@ -267,5 +267,19 @@ def _held(rows) -> str:
     return f"{sum(held)}/{len(held)}" if held else "n/a"
 
 
+JSON_DIGITS = 6  # significant digits of a number in verdicts.json: the intervals carry 2-3, and the last bits of a
+# float differ between numpy/scipy builds (a geometric mean summed in another order), which must not change the file
+
+
 def to_json(verdicts: list[Verdict]) -> str:
-    return json.dumps([asdict(v) for v in verdicts], indent=1, sort_keys=True, default=str)
+    return json.dumps(_rounded([asdict(v) for v in verdicts]), indent=1, sort_keys=True, default=str)
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return float(f"{value:.{JSON_DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
