@@ -111,3 +111,33 @@ def test_markdown_cells_stay_one_table_row_whatever_the_text():
     for block in text.split("\n\n"):
         lines = [line for line in block.splitlines() if line.startswith("|")]
         assert len({_pipes(line) for line in lines}) <= 1, block  # every row has its header's columns
+
+
+def _paired_baseline(twin_ratio_per_round, base_ms=3.6, calls=5):
+    """The baseline row of one workload, its A/A twin at base_ms x the given factor per round."""
+    rounds = len(twin_ratio_per_round)
+    base = [base_ms] * rounds
+    return result(backend="torch", median_ms=base_ms, pairing="interleaved", rounds=rounds, round_ms=base,
+                  aa_round_ms=[base_ms * f for f in twin_ratio_per_round], samples_ms=[base_ms] * (calls * rounds))
+
+
+def _aa_line(df) -> str:
+    return next(line for line in section(df, "Measurement quality").extra if line.startswith("A/A noise floor"))
+
+
+def test_a_wide_a_a_floor_says_what_it_was_measured_with_and_that_rounds_and_bursts_narrow_it():
+    swings = [1.0 + 0.06 * ((-1) ** i) * (i % 3) / 2 for i in range(20)]  # rounds straying by up to ±6 %
+    line = _aa_line(frame_of(_paired_baseline(swings)))
+    assert "20 rounds of ~5-call bursts, 18 ms of calls each, one round strays ±" in line
+    assert "round-to-round noise" in line and "noise_target" in line and "burst_calls" in line
+
+
+def test_a_steady_a_a_offset_is_not_called_noise_that_rounds_remove():
+    line = _aa_line(frame_of(_paired_baseline([1.03 + 0.001 * (i % 2) for i in range(30)], base_ms=0.011)))
+    assert "the twin sits 3.0% off the baseline" in line and "more rounds do not remove that" in line
+    assert "noise_target" not in line
+
+
+def test_a_narrow_a_a_floor_needs_no_advice():
+    line = _aa_line(frame_of(_paired_baseline([1.0 + 0.002 * (i % 3 - 1) for i in range(30)])))
+    assert line.endswith("workload(s))") and "noise_target" not in line and "off the baseline" not in line

@@ -193,3 +193,12 @@ def test_verdicts_json_does_not_change_with_the_last_bits_of_a_float():
         c.geomean, c.lo = float(np.nextafter(c.geomean, 2.0)), float(np.nextafter(c.lo, 0.0))
     assert to_json([v]) == before
     assert f'"geomean": {v.candidates[0].geomean:.6g}' in before
+
+
+def test_a_threshold_the_a_a_floor_raised_says_so_in_the_reason():
+    noisy = verdict_of(rows({"fast": 1.02}, seed=5, noise=0.05, drift=0.0))
+    assert noisy.threshold > ACCEPT["min_speedup"]
+    assert f"{noisy.threshold:.3f}x (min_speedup 1.05 raised to 1 + 2 x the A/A noise floor {noisy.aa_floor})" \
+        in noisy.reason
+    quiet = verdict_of(rows({"fast": 1.02}, seed=5, noise=0.002))
+    assert quiet.threshold == ACCEPT["min_speedup"] and "raised" not in quiet.reason

@@ -163,6 +163,16 @@ def against(row, reference) -> Interval | None:
     return median_interval(ratios(row.round_ms, reference.round_ms))
 
 
+def per_round_spread(ratios) -> float | None:
+    """How far one round's ratio typically strays, as a fraction: the normal-consistent median absolute deviation of
+    the log ratios (scipy.stats.median_abs_deviation; robust to the odd round a background task disturbed). The
+    interval of the median narrows from this as the rounds add up."""
+    logs = np.log([r for r in ratios if r > 0 and math.isfinite(r)])
+    if len(logs) < 3:
+        return None
+    return float(np.expm1(_scipy().median_abs_deviation(logs, scale="normal")))
+
+
 def mann_whitney(samples, baseline_samples) -> float | None:
     if len(samples) < 3 or len(baseline_samples) < 3:
         return None

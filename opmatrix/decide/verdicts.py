@@ -154,19 +154,27 @@ def _choose(v: Verdict, baseline: str, min_speedup: float, workloads: int) -> No
         choice = min(tied, key=lambda c: (c.lines_of_code or 10 ** 9, -c.geomean))
         v.verdict, v.choice = ADOPT, choice.label
         v.reason = (f"{choice.label}: {choice.speedup} over {baseline} (geometric mean over {workloads} "
-                    f"workloads; worst {choice.worst}), above the threshold {v.threshold:.3f}")
+                    f"workloads; worst {choice.worst}), above the threshold {_bar(v, min_speedup)}")
         if choice is not best:
             v.reason += (f"; chosen over {best.label} ({best.speedup}, ahead by less than the threshold) for "
                          f"fewer lines of code ({choice.lines_of_code} vs {best.lines_of_code})")
     elif open_:
         v.verdict = INCONCLUSIVE
         v.reason = "; ".join(f"{c.label} {c.speedup} reaches past min_speedup {min_speedup:g} but not clear of "
-                             f"the threshold {v.threshold:.3f} (A/A noise {v.aa_floor})" for c in open_)
+                             f"the threshold {_bar(v, min_speedup)}" for c in open_)
     else:
         v.verdict, v.choice = KEEP, baseline
         fastest = max(eligible, key=lambda c: c.geomean, default=None)
-        v.reason = (f"no contestant is correct on every workload and faster than {v.threshold:.3f}x"
+        v.reason = (f"no contestant is correct on every workload and faster than {_bar(v, min_speedup)}"
                     + (f"; fastest: {fastest.label} {fastest.speedup}" if fastest else ""))
+
+
+def _bar(v: Verdict, min_speedup: float) -> str:
+    """The threshold, and where it is above min_speedup, that the A/A noise floor raised it."""
+    text = f"{v.threshold:.3f}x"
+    if v.threshold > min_speedup:
+        text += f" (min_speedup {min_speedup:g} raised to 1 + {K_AA:g} x the A/A noise floor {v.aa_floor})"
+    return text
 
 
 def _labels(ran, base) -> list[str]:

@@ -45,9 +45,13 @@ STABILITY_SEQUENTIAL = "every build timed twice in the same job"
 STABILITY_PAIRED = "stability: the median of the later half of a row's rounds against its overall median"
 
 
+AA_NARROW = 0.01  # an A/A floor within ±1 % needs no advice
+
+
 def aa_floors(timed) -> list[str]:
     """The A/A noise floor per kernel and device: the baseline's independent twin against the baseline in the
-    same rounds (the widest interval half-width over the kernel's workloads)."""
+    same rounds (the widest interval half-width over the kernel's workloads), with what set it: how long the bursts
+    were and how far one round strays, and, above ±1 %, what would narrow it."""
     lines = []
     twins = timed[(timed.pairing != "") & timed.round_ms.map(len).gt(0)
                   & timed.baseline_round_ms.map(len).eq(0) & timed.aa_round_ms.map(len).gt(0)]
@@ -56,12 +60,35 @@ def aa_floors(timed) -> list[str]:
         for r in g.itertuples():
             interval = stats.median_interval(stats.ratios(r.aa_round_ms, r.round_ms))
             if interval:
-                widths.append((interval.halfwidth, r.workload, r.dtype, len(r.round_ms)))
+                widths.append((interval.halfwidth, r.workload, r.dtype, interval, r))
         if widths:
-            width, workload, dtype, rounds = max(widths)
+            width, workload, dtype, interval, r = max(widths, key=lambda w: w[0])
             lines.append(f"A/A noise floor, {kernel} on {device}.{toolchain}: ±{100 * width:.2f}% (widest: "
-                         f"{workload} {dtype}, {rounds} rounds; over {len(widths)} workload(s))")
+                         f"{workload} {dtype}, {_rounds_of(r)}; over {len(widths)} workload(s))"
+                         + (f": {_what_narrows(interval)}" if width > AA_NARROW else ""))
     return lines
+
+
+def _rounds_of(r) -> str:
+    """"20 rounds of ~5-call bursts (18 ms), one round strays ±9.1%": what the floor was measured with."""
+    rounds = len(r.round_ms)
+    text = f"{rounds} rounds"
+    calls = len(r.samples_ms) / rounds
+    if calls >= 1 and present(r.median_ms):
+        text += f" of ~{calls:.0f}-call bursts, {calls * r.median_ms:.3g} ms of calls each"
+    spread = stats.per_round_spread(stats.ratios(r.aa_round_ms, r.round_ms))
+    return text + (f", one round strays ±{100 * spread:.1f}%" if spread is not None else "")
+
+
+def _what_narrows(interval) -> str:
+    """Noise (a wide interval) narrows with rounds; a steady offset between the twin and the baseline does not."""
+    offset, half = abs(interval.estimate - 1), (interval.hi - interval.lo) / 2
+    if offset > half:
+        return (f"the twin sits {100 * offset:.1f}% off the baseline with an interval of ±{100 * half:.1f}%: two "
+                "processes of one build differ steadily (host-side, for launch-bound calls); more rounds do not "
+                "remove that")
+    return ("round-to-round noise: more rounds (`[run] noise_target`) and longer bursts (`[run] burst_calls`) "
+            "narrow it")
 
 
 def cell_quality(g) -> list[str]:
