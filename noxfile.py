@@ -1,13 +1,12 @@
-"""nox sessions: `matrix` (run a matrix file), `nightly` (an upgrade check), `tests` / `unit` (the test suite),
-and one generated session per cell.
+"""nox sessions: `matrix` (run a matrix file), `nightly` (an upgrade check), `tests` / `unit` (the test suite).
 
     nox -s matrix                      # matrix/default.toml
     nox -s matrix -- matrix/h200.toml  # another matrix file
     nox -s nightly                     # matrix/nightly-cpu.toml: run, append to the history, judge the upgrade
     nox -s tests
 
-Cell sessions are not meant to be called by hand: `opmatrix run` writes a cell plan and calls nox with
-OPMATRIX_CELL_PLAN set, which registers that cell's session below.
+Cell sessions are not here: `opmatrix run` writes a cell plan and starts nox with opmatrix/cellenv/noxfile.py,
+which registers that cell's session.
 """
 import os
 import sys
@@ -80,9 +79,3 @@ def unit(session: nox.Session) -> None:
     rebuild of every committed report), under a minute on two cores."""
     session.install(*TEST_PACKAGES)
     session.run("python", "-m", "pytest", "-n", "2", "-m", "not integration and not slow and not golden", *session.posargs)
-
-
-if os.environ.get("OPMATRIX_CELL_PLAN"):
-    from opmatrix.cellenv import nox_session
-
-    nox_session.register(os.environ["OPMATRIX_CELL_PLAN"])

@@ -202,9 +202,15 @@ class Matrix(_Model):
         return self._dir(self.run.backends_dir, paths.BACKENDS)
 
     def _dir(self, value: str | None, default: Path) -> Path:
-        if value is None:
-            return default
-        return (Path(self.source).parent / value).resolve()
+        """[run] kernels_dir / backends_dir relative to the matrix file; unset: the nearest folder of that name
+        at or above the matrix file's own (a project laid out like this one: matrix/, kernels/, backends/), else
+        the checkout's. So a matrix works from an installed opmatrix too."""
+        if not self.source:
+            return default if value is None else Path(value).resolve()
+        here = Path(self.source).resolve().parent
+        if value is not None:
+            return (here / value).resolve()
+        return next((d / default.name for d in (here, *here.parents) if (d / default.name).is_dir()), default)
 
 
 def load_matrix(path: str | Path) -> Matrix:
@@ -237,8 +243,13 @@ def _read(path: Path) -> str:
         inside = ", ".join(sorted(p.name for p in path.glob("*.toml"))) or "none"
         raise MatrixError(f"{path}: is a directory, not a matrix file (its .toml files: {inside}; "
                           f"the project's matrix files: {project})")
+    if not path.exists() and path == paths.DEFAULT_MATRIX and not paths.CHECKOUT:
+        raise MatrixError(f"{path}: no matrix file given and this folder has no matrix/default.toml. An installed "
+                          "opmatrix runs the matrix/, kernels/ and backends/ of the project you are in: pass a matrix "
+                          "file (`opmatrix run path/to/matrix.toml`), or work in a checkout of opmatrix, whose "
+                          "matrix/default.toml runs its kernels on any machine")
     if not path.exists():
-        raise MatrixError(f"{path}: no such matrix file (the project's matrix files: {project})")
+        raise MatrixError(f"{path}: no such matrix file (the project's matrix files: {project or 'none'})")
     if not path.is_file():
         raise MatrixError(f"{path}: not a regular file; a matrix file is a TOML file such as {paths.DEFAULT_MATRIX}")
     try:

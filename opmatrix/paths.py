@@ -1,11 +1,40 @@
-"""Where the project's folders are. The engine is used from a checkout: kernels/ and backends/ sit beside it."""
+"""Where the project's folders are.
+
+From a checkout (or an editable install of one) the project is the checkout: kernels/, backends/, matrix/ and
+reports/ sit beside the opmatrix package. From an installed opmatrix (a wheel in site-packages) the project is the
+current directory, or OPMATRIX_ROOT where set: the user's own matrix/, kernels/ and backends/ (a matrix file also
+finds kernels/ and backends/ at or above its own folder: opmatrix.matrix). `opmatrix run` passes its project to the
+processes it starts (nox runs in the folder of its noxfile), so every level agrees on it."""
+import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = Path(__file__).resolve().parent
+# "kernels" is also the name of a package on the index, so a kernels/ folder alone does not make a checkout
+CHECKOUT = PACKAGE.parent if (PACKAGE.parent / "noxfile.py").is_file() and (PACKAGE.parent / "kernels").is_dir() \
+    else None
+ROOT_ENV = "OPMATRIX_ROOT"
+ROOT = CHECKOUT or Path(os.environ.get(ROOT_ENV) or Path.cwd()).resolve()
 KERNELS = ROOT / "kernels"
 BACKENDS = ROOT / "backends"
 MATRICES = ROOT / "matrix"
 REPORTS = ROOT / "reports"
 DEFAULT_MATRIX = MATRICES / "default.toml"
-NOXFILE = ROOT / "noxfile.py"
+CELL_NOXFILE = PACKAGE / "cellenv" / "noxfile.py"  # the cell sessions `opmatrix run` starts (it ships in the package)
 SCRATCH = ROOT / ".opmatrix"  # per-run scratch: isolated compiler caches, job files (git-ignored)
+
+
+def engine_path() -> Path:
+    """A folder to put on a cell's PYTHONPATH so that `import opmatrix` finds this engine and nothing else: the
+    checkout, or, for an installed opmatrix, a folder holding only a link to the package (the driver's
+    site-packages would bring its own torch into every cell)."""
+    if CHECKOUT:
+        return CHECKOUT
+    folder = SCRATCH / "engine"
+    link = folder / PACKAGE.name
+    if not link.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            link.symlink_to(PACKAGE, target_is_directory=True)
+        except FileExistsError:  # another run made it first
+            pass
+    return folder

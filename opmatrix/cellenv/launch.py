@@ -31,7 +31,7 @@ PLAN_FILE = "plan.json"
 
 
 def nox_command(session: str) -> list[str]:
-    return [sys.executable, "-m", "nox", "--noxfile", str(paths.NOXFILE), "--sessions", session,
+    return [sys.executable, "-m", "nox", "--noxfile", str(paths.CELL_NOXFILE), "--sessions", session,
             "--reuse-venv", "yes", "--envdir", str(paths.ROOT / ".nox")]
 
 
@@ -66,7 +66,7 @@ class NoxCell:
         scratch.mkdir(parents=True, exist_ok=True)
         plan_file = scratch / PLAN_FILE
         plan_file.write_text(self.plan.to_json())
-        env = dict(os.environ, OPMATRIX_CELL_PLAN=str(plan_file), **self.extra_env)
+        env = {**os.environ, "OPMATRIX_CELL_PLAN": str(plan_file), paths.ROOT_ENV: str(paths.ROOT), **self.extra_env}
         with environment_lock(self.plan.session) as release_environment, open(scratch / "nox.log", "w") as log:
             proc = popen(nox_command(self.plan.session), new_group=True, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=paths.ROOT)

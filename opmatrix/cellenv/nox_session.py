@@ -1,8 +1,8 @@
 """The nox session that builds one cell's environment and runs the cell runner inside it.
 
-The noxfile registers it when OPMATRIX_CELL_PLAN names a cell plan (written by `opmatrix run`). One session per
-cell, named after the hash of the cell's matrix values, so nox's environment folder is reused only on an exact
-match. Installs are recorded in a marker file: an environment whose install did not finish is completed on the
+opmatrix/cellenv/noxfile.py registers it when OPMATRIX_CELL_PLAN names a cell plan (written by `opmatrix run`).
+One session per cell, named after the hash of the cell's matrix values, so nox's environment folder is reused only
+on an exact match. Installs are recorded in a marker file: an environment whose install did not finish is completed on the
 next run instead of being trusted.
 
 `system = true` toolchains layer the cell's pins over the host interpreter's own packages (how vendor GPU images
@@ -65,6 +65,7 @@ def register(plan_file: str) -> None:
     backend = "uv" if toolchain.installer == "uv" else "virtualenv"
 
     def cell_session(session: nox.Session) -> None:
+        session.chdir(str(paths.ROOT))  # nox starts in its noxfile's folder, inside the package
         site = _purelib(session)
         if toolchain.system:
             _write_if_changed(site / "_opmatrix_host_site.pth", "\n".join(_host_site_dirs(host_python())) + "\n")
@@ -74,7 +75,7 @@ def register(plan_file: str) -> None:
         if args and not (marker.is_file() and json.loads(marker.read_text()).get("hash") == wanted):
             session.install(*args)
             marker.write_text(json.dumps({"hash": wanted, "args": args}))
-        pythonpath = [str(paths.ROOT)]
+        pythonpath = [str(paths.engine_path())]
         if toolchain.system and os.environ.get("PYTHONPATH"):
             pythonpath.append(os.environ["PYTHONPATH"])  # part of what the host offers
         env = dict(toolchain.env, PYTHONPATH=os.pathsep.join(pythonpath), PYTHONUNBUFFERED="1")

@@ -125,8 +125,8 @@ class RayScheduler:
         self.tags = itertools.count()
 
     def __enter__(self) -> RayScheduler:
-        pythonpath = os.pathsep.join(p for p in (str(paths.ROOT), os.environ.get("PYTHONPATH")) if p)
-        runtime_env = {"env_vars": {"PYTHONPATH": pythonpath}}
+        pythonpath = os.pathsep.join(str(p) for p in (paths.CHECKOUT, os.environ.get("PYTHONPATH")) if p)
+        runtime_env = {"env_vars": {"PYTHONPATH": pythonpath, paths.ROOT_ENV: str(paths.ROOT)}}
         if self.address:
             ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
             return self
