@@ -85,3 +85,12 @@ def test_every_status_has_one_style_used_by_both_views():
     table = colours.file.getvalue()
     cyan = "\x1b[36mcompiles\x1b[0m"
     assert cyan in progress_line and cyan in table
+
+
+def test_a_narrow_tables_note_is_one_line_in_a_log():
+    out = console()
+    report.print_terminal(frame_of(*marked_up_results()), out)
+    lines = out.file.getvalue().splitlines()
+    # the coverage table is three columns wide; its note is a sentence of 300 characters
+    assert any(line.startswith("one entry per kernel x backend x device over all its workloads and dtypes;")
+               and line.rstrip().endswith("needs another implementation") for line in lines)

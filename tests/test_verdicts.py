@@ -202,3 +202,9 @@ def test_a_threshold_the_a_a_floor_raised_says_so_in_the_reason():
         in noisy.reason
     quiet = verdict_of(rows({"fast": 1.02}, seed=5, noise=0.002))
     assert quiet.threshold == ACCEPT["min_speedup"] and "raised" not in quiet.reason
+
+
+def test_a_speed_up_far_below_one_keeps_its_digits():
+    """TileLang's CPU path at 0.0033x of eager printed as 0.00x [0.00, 0.00] before."""
+    assert stats.interval_text(0.0033, 0.0031, 0.0035) == "0.0033x [0.0031, 0.0035]"
+    assert stats.interval_text(1.0712, 1.049, 1.09) == "1.07x [1.05, 1.09]"

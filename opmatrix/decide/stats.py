@@ -42,12 +42,22 @@ class Interval:
     hi: float
 
     def text(self) -> str:
-        return f"{self.estimate:.2f}x [{self.lo:.2f}, {self.hi:.2f}]"
+        return interval_text(self.estimate, self.lo, self.hi)
 
     @property
     def halfwidth(self) -> float:
         """How far the interval reaches from 1 (a noise floor reads as ±this)."""
         return max(abs(self.hi - 1.0), abs(1.0 - self.lo))
+
+
+def ratio_text(value: float) -> str:
+    """A speed-up as printed: two decimals, or two significant digits below 0.1 (0.0033, not 0.00)."""
+    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.2g}"
+
+
+def interval_text(estimate: float, lo: float, hi: float) -> str:
+    """"1.07x [1.05, 1.09]"."""
+    return f"{ratio_text(estimate)}x [{ratio_text(lo)}, {ratio_text(hi)}]"
 
 
 def median_interval(ratios, confidence: float = CONFIDENCE) -> Interval | None:

@@ -80,7 +80,8 @@ def timing(hit) -> str:
     if hit.empty:
         return ""
     r = hit.iloc[0]  # one row: a (cell, workload, dtype, backend, variant) has one result
-    speed = paired(r) or (f" ({r.speedup_vs_framework:.2f}x)" if present(r.speedup_vs_framework) else "")
+    speed = paired(r) or (f" ({stats.ratio_text(r.speedup_vs_framework)}x)" if present(r.speedup_vs_framework)
+                           else "")
     graph = f"; graph {r.graph_median_ms:.3g}" if present(r.graph_median_ms) else ""
     mark = f" {CLOCK_MARK}" if clock_dropped(r.clock_dropped) else ""
     return f"{r.median_ms:.4g} ms{speed}{graph}{mark}"
@@ -93,7 +94,7 @@ def paired(r) -> str:
         same = " ~" if r.speedup_lo <= 1.0 <= r.speedup_hi else ""
         builds = len(stats.build_series(r.round_ms, getattr(r, "build_round_ms", [])))
         several = f", {builds} builds" if builds > 1 else ""
-        return f" ({r.speedup:.2f}x [{r.speedup_lo:.2f}, {r.speedup_hi:.2f}]{same}{several})"
+        return f" ({stats.interval_text(r.speedup, r.speedup_lo, r.speedup_hi)}{same}{several})"
     if present(getattr(r, "aa", float("nan"))) and not len(r.baseline_round_ms):
         return f" (A/A {r.aa:.3f}x [{r.aa_lo:.3f}, {r.aa_hi:.3f}])"
     return ""

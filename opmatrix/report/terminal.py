@@ -37,12 +37,13 @@ def print_terminal(df, console=None, verdicts=None) -> None:
     for sec in sections(df, verdicts):
         if sec.title == COMPILE_TITLE or not sec.rows:
             continue
-        table = Table(title=escape(sec.title), caption=escape(sec.note) if sec.note else None,
-                      caption_justify="left")
+        table = Table(title=escape(sec.title))
         for header in sec.headers:
             table.add_column(escape(str(header)), overflow="fold")
         for row in sec.rows:
             table.add_row(*[styled(v) for v in row])
         console.print(table)
+        if sec.note:  # below the table, not as its caption: a caption folds to the width of a narrow table
+            console.print(f"[dim]{escape(sec.note)}[/]", soft_wrap=not console.is_terminal)
         for e in sec.extra:
             console.print(escape(e))
