@@ -43,6 +43,12 @@ def test_every_contestant_is_timed_in_the_same_rounds_as_the_baseline(rows):
     assert rows["torch"].baseline_round_ms == []  # the baseline is not paired with itself
 
 
+def test_rows_say_what_their_rounds_cost(rows):
+    """Each round holds at least a burst of 20 ms of every live contestant (the baseline and its twin too)."""
+    assert rows["same"].rounds_s == rows["torch"].rounds_s  # the same rounds
+    assert rows["same"].rounds_s >= rows["same"].rounds * 4 * 0.020
+
+
 def test_round_order_is_shuffled(rows):
     positions = {tuple(rows[n].round_position) for n in ("torch", "same", "slower")}
     assert len({p for seq in positions for p in seq}) > 1 and len(positions) > 1
@@ -112,6 +118,7 @@ def test_contestants_that_do_not_fit_together_are_timed_in_blocks_with_the_basel
     assert rows["big"].baseline_round_ms == base.round_ms[rows["hog"].rounds:]
     assert rows["hog"].round_group != rows["big"].round_group  # never paired with each other directly
     assert set(base.round_group.split("+")) == {rows["hog"].round_group, rows["big"].round_group}
+    assert base.rounds_s == pytest.approx(rows["hog"].rounds_s + rows["big"].rounds_s)  # both blocks' rounds
 
 
 def test_a_resumed_contestant_is_paired_with_its_baseline_again(tmp_path):

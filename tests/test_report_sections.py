@@ -113,12 +113,13 @@ def test_markdown_cells_stay_one_table_row_whatever_the_text():
         assert len({_pipes(line) for line in lines}) <= 1, block  # every row has its header's columns
 
 
-def _paired_baseline(twin_ratio_per_round, base_ms=3.6, calls=5):
+def _paired_baseline(twin_ratio_per_round, base_ms=3.6, calls=5, rounds_s=None):
     """The baseline row of one workload, its A/A twin at base_ms x the given factor per round."""
     rounds = len(twin_ratio_per_round)
     base = [base_ms] * rounds
     return result(backend="torch", median_ms=base_ms, pairing="interleaved", rounds=rounds, round_ms=base,
-                  aa_round_ms=[base_ms * f for f in twin_ratio_per_round], samples_ms=[base_ms] * (calls * rounds))
+                  aa_round_ms=[base_ms * f for f in twin_ratio_per_round], samples_ms=[base_ms] * (calls * rounds),
+                  rounds_s=rounds_s)
 
 
 def _aa_line(df) -> str:
@@ -127,8 +128,8 @@ def _aa_line(df) -> str:
 
 def test_a_wide_a_a_floor_says_what_it_was_measured_with_and_that_rounds_and_bursts_narrow_it():
     swings = [1.0 + 0.06 * ((-1) ** i) * (i % 3) / 2 for i in range(20)]  # rounds straying by up to ±6 %
-    line = _aa_line(frame_of(_paired_baseline(swings)))
-    assert "20 rounds of ~5-call bursts, 18 ms of calls each, one round strays ±" in line
+    line = _aa_line(frame_of(_paired_baseline(swings, rounds_s=8.2)))
+    assert "20 rounds of ~5-call bursts, 18 ms of calls each, 0.41 s per round, one round strays ±" in line
     assert "round-to-round noise" in line and "noise_target" in line and "burst_calls" in line
 
 

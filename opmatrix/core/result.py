@@ -83,6 +83,7 @@ class Result:
     # paired, interleaved timing (opmatrix.incell.rounds): every list is aligned by round
     pairing: str = ""  # "interleaved": shuffled rounds with the baseline and its A/A twin; "": timed alone (older)
     rounds: int = 0
+    rounds_s: float | None = None  # wall time of those rounds, every contestant's bursts included: their cost
     round_group: str = ""  # rows with the same id were timed in the very same rounds (any two can be paired)
     round_ms: list[float] = field(default_factory=list)  # this row's median burst time in each round
     baseline_round_ms: list[float] = field(default_factory=list)  # the baseline's, in the same rounds

@@ -46,6 +46,7 @@ class Contestant:
     builds: list[Contestant] = field(default_factory=list)  # [run] builds >= 2: its further builds, timed beside it
     is_extra_build: bool = False  # one of those: timed in the rounds, stored in the first build's row
     notes: list[str] = field(default_factory=list)  # for its row's timing_notes
+    rounds_s: float = 0.0  # wall time of the rounds it took part in (every block)
 
     @property
     def alive(self) -> bool:
@@ -98,6 +99,8 @@ class Rounds:
             if self.count >= self.settings.rounds and time.monotonic() - started > self.settings.round_extra_s:
                 break
             self._round()
+        for c in self.contestants:
+            c.rounds_s += time.monotonic() - started
 
     def _live(self) -> list[Contestant]:
         return [c for c in self.contestants if c.alive]

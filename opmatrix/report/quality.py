@@ -70,12 +70,15 @@ def aa_floors(timed) -> list[str]:
 
 
 def _rounds_of(r) -> str:
-    """"20 rounds of ~5-call bursts (18 ms), one round strays ±9.1%": what the floor was measured with."""
+    """"20 rounds of ~5-call bursts, 18 ms of calls each, 0.41 s per round, one round strays ±9.1%": what the
+    floor was measured with, and what a round costs."""
     rounds = len(r.round_ms)
     text = f"{rounds} rounds"
     calls = len(r.samples_ms) / rounds
     if calls >= 1 and present(r.median_ms):
         text += f" of ~{calls:.0f}-call bursts, {calls * r.median_ms:.3g} ms of calls each"
+    if present(getattr(r, "rounds_s", None)) and r.rounds_s > 0:
+        text += f", {r.rounds_s / rounds:.2g} s per round"  # what more rounds would cost
     spread = stats.per_round_spread(stats.ratios(r.aa_round_ms, r.round_ms))
     return text + (f", one round strays ±{100 * spread:.1f}%" if spread is not None else "")
 
