@@ -65,6 +65,13 @@ class ProgressView:
         state.state, state.job = "done", ""
         self._show(state.device)
 
+    def working(self, cell: str, text: str) -> None:
+        """What a running cell is doing between two results (a group's builds, its rounds so far)."""
+        state = self._cell(cell)
+        state.job = text
+        self._show(state.device)
+        self._log(f"{escape(cell)}: {escape(text)}")
+
     def note(self, line: str) -> None:
         """A line from the scheduler (a resubmission, a lost node): shown in either mode, as plain text."""
         self.console.print(escape(line), highlight=False, soft_wrap=True)

@@ -78,7 +78,11 @@ def test_run_writes_verdicts_gates_on_failures_and_feeds_deployments(tmp_path, c
     matrix = probe_matrix(tmp_path, "gate", list(IMPLS), ["quick"], timeout_s=30, rep_ms=20)
     common = ["--no-ray", "--reports", str(tmp_path / "reports")]
     assert cli.main(["run", str(matrix), "--run-id", "gate", *common]) == 1
-    assert "1 row(s) failed (crashed 1)" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert "1 row(s) failed (crashed 1)" in printed.err
+    # between rows, what the cell is doing: the group's builds, then its rounds so far (from inside the nox cell)
+    assert "cpu.host: probe quick float32: building and checking 4 contestant(s)" in printed.out
+    assert re.search(r"cpu\.host: probe quick float32: 10 rounds of \d timing servers in \d+ s \(at least 10", printed.out)
     verdicts = json.loads((tmp_path / "reports" / "gate" / "verdicts.json").read_text())
     (v,) = verdicts
     assert v["verdict"] == "keep framework" and v["choice"] == "torch"

@@ -54,3 +54,5 @@ def test_embedded_run_starts_its_own_ray_beside_a_running_cluster(cluster, root)
     manifest = (run_dir / "run.json").read_text()
     assert '"scheduler": "embedded local Ray: 1 node(s)' in manifest
     assert "ok" in (run_dir / "report.md").read_text()
+    # what the cell does between rows comes back through Ray's queue too (this job is correctness-only: no rounds)
+    assert "cpu.host: lite quick float32: building and checking 1 contestant(s)" in proc.stdout, proc.stdout[:3000]

@@ -17,13 +17,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from opmatrix import paths
 from opmatrix.core import status
 from opmatrix.core.jobs import CellPlan, Mode
 from opmatrix.core.result import Result
-from opmatrix.incell.cell_runner import PYTHON_PREFIX, READY_LINE, RESULT_PREFIX
+from opmatrix.incell.cell_runner import NOW_PREFIX, PYTHON_PREFIX, READY_LINE, RESULT_PREFIX
 from opmatrix.incell.processes import kill_group, popen
 
 LOG_TAIL_LINES = 40
@@ -72,7 +72,7 @@ class NoxCell:
                          stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=paths.ROOT)
             try:
                 for line in proc.stdout:
-                    if line.startswith((RESULT_PREFIX, PYTHON_PREFIX)):
+                    if line.startswith((RESULT_PREFIX, PYTHON_PREFIX, NOW_PREFIX)):
                         yield line
                     elif line.rstrip("\n") == READY_LINE:
                         release_environment()
@@ -86,8 +86,10 @@ class NoxCell:
                 raise
 
 
-def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None) -> Iterator[Result]:
-    """Run a cell plan in its nox environment; one Result per job (and per job of its rival cell, if any)."""
+def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None,
+                    on_now: Callable[[str], None] | None = None) -> Iterator[Result]:
+    """Run a cell plan in its nox environment; one Result per job (and per job of its rival cell, if any).
+    `on_now` hears what the cell is doing between two results (a group's builds, its rounds)."""
     if plan.rival is not None:
         plan, failed = prepare_rival(plan, extra_env)
         yield from failed
@@ -98,6 +100,8 @@ def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None) -> Iterator[R
             result = Result.from_json(line[len(RESULT_PREFIX):])
             done.add(result.key())
             yield result
+        elif line.startswith(NOW_PREFIX) and on_now is not None:
+            on_now(json.loads(line[len(NOW_PREFIX):]))
     if cell.code == 0 and (len(done) == len(plan.all_jobs()) or plan.past_deadline()):
         return  # complete, or stopped at the run's deadline (the rest is left for --resume)
     yield from missing_results(plan, done, cell.code, "\n".join(cell.tail))

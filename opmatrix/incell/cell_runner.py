@@ -20,7 +20,7 @@ import statistics
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from opmatrix.core import metrics, status
 from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask
@@ -35,6 +35,7 @@ from opmatrix.incell.servers import Server, ServerGone
 RESULT_PREFIX = "OPMATRIX-RESULT "
 READY_LINE = "OPMATRIX-CELL-READY"  # the environment is built and the runner started: it may be shared now
 PYTHON_PREFIX = "OPMATRIX-CELL-PYTHON "  # Mode.PREPARE: how to start a worker in this environment (JSON)
+NOW_PREFIX = "OPMATRIX-NOW "  # what the cell is doing between two rows (a group's builds, its rounds): JSON text
 ENV_PASSED_ON = ("PATH", "VIRTUAL_ENV", "PYTHONPATH")  # with the toolchain's own [toolchain] env
 PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls), in one process
 FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton")
@@ -147,8 +148,9 @@ def write_result(path: Path, attempt: str, result: Result) -> None:
 
 
 class CellRunner:
-    def __init__(self, plan: CellPlan) -> None:
+    def __init__(self, plan: CellPlan, on_now: Callable[[str], None] | None = None) -> None:
         self.plan = plan
+        self.on_now = on_now or (lambda text: None)  # progress between rows, for the run's progress view
         self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
         # first: the probe below and every worker are forked from it (one import of the framework per cell)
@@ -196,8 +198,10 @@ class CellRunner:
         during the rounds (once)."""
         pending, base, twin, first_round, block = peers_adjacent(jobs), None, None, 0, 0
         again: dict[JobKey, str] = {}  # jobs that ran out of device memory during a block's rounds: why, by job key
+        group = f"{jobs[0].kernel} {jobs[0].workload} {jobs[0].dtype}"
         while pending and not self.plan.past_deadline():
             block += 1
+            self.on_now(f"{group}: building and checking {len(pending)} contestant(s)")
             members: list[Contestant] = []
             while pending and not self.plan.past_deadline():
                 started = self._start(pending[0])
@@ -227,7 +231,7 @@ class CellRunner:
                 + [c for c in (base, twin) if c is not None and c not in members]
             if not racers:
                 break
-            rounds = Rounds(racers, base, self.plan.settings, first_round)
+            rounds = Rounds(racers, base, self.plan.settings, first_round, self._round_progress(group, racers))
             rounds.run()
             first_round += rounds.count
             yield from self._end_block(members, base, twin, racers, pending, again, block)
@@ -237,6 +241,12 @@ class CellRunner:
             yield self._timed_row(base, base, twin)
         if twin is not None:
             twin.server.kill()
+
+    def _round_progress(self, group: str, racers: list[Contestant]):
+        settings = self.plan.settings
+        return lambda count, seconds: self.on_now(
+            f"{group}: {count} rounds of {len(racers)} timing servers in {seconds:.0f} s "
+            f"(at least {settings.rounds}, at most {settings.max_rounds})")
 
     def _end_block(self, members: list[Contestant], base: Contestant | None, twin: Contestant | None,
                    racers: list[Contestant], pending: list[JobSpec], again: dict[JobKey, str],
@@ -376,9 +386,15 @@ class CellRunner:
         return metrics.derive(stamped, self.ceilings)
 
 
-def run_cell(plan: CellPlan) -> Iterator[Result]:
-    """The cell runner as a function: plan (cell, jobs, settings, folders) -> results, one per job."""
-    yield from CellRunner(plan).results()
+def run_cell(plan: CellPlan, on_now: Callable[[str], None] | None = None) -> Iterator[Result]:
+    """The cell runner as a function: plan (cell, jobs, settings, folders) -> results, one per job; `on_now`
+    hears what it is doing between two results."""
+    yield from CellRunner(plan, on_now).results()
+
+
+def _say_now(text: str) -> None:
+    sys.stdout.write(NOW_PREFIX + json.dumps(text) + "\n")
+    sys.stdout.flush()
 
 
 def main(argv: list[str]) -> int:
@@ -391,7 +407,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.flush()
         return 0
     sys.stdout.flush()
-    for result in run_cell(plan):
+    for result in run_cell(plan, _say_now):
         sys.stdout.write(RESULT_PREFIX + result.to_json() + "\n")
         sys.stdout.flush()
     return 0

@@ -21,10 +21,12 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from opmatrix.core.jobs import JobSpec, Settings
 from opmatrix.incell.servers import Server, ServerGone
 
+PROGRESS_EVERY = 10  # rounds between two progress reports (a round of a large group takes seconds on a GPU)
 BURST_LIMIT_S = 120.0  # one burst that takes longer than this (or its job's time limit) is a hang
 
 
@@ -77,8 +79,9 @@ def straddles(ratios: list[float], threshold: float) -> bool:
 
 class Rounds:
     def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: Settings,
-                 first_round: int = 0) -> None:
+                 first_round: int = 0, on_round: Callable[[int, float], None] | None = None) -> None:
         self.contestants, self.baseline, self.settings = contestants, baseline, settings
+        self.on_round = on_round or (lambda count, seconds: None)  # progress: rounds so far, seconds so far
         self.random = random.Random(settings.seed + first_round)
         self.first_round = first_round  # round numbers continue across blocks of one group
         self.count = 0
@@ -99,6 +102,8 @@ class Rounds:
             if self.count >= self.settings.rounds and time.monotonic() - started > self.settings.round_extra_s:
                 break
             self._round()
+            if self.count % PROGRESS_EVERY == 0:
+                self.on_round(self.count, time.monotonic() - started)
         for c in self.contestants:
             c.rounds_s += time.monotonic() - started
 

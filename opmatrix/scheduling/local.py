@@ -31,11 +31,12 @@ class LocalScheduler:
             compile_only = compile_plan(plan) if not candidates else None
             if compile_only:
                 progress.started(cell, "this host, compile only")
-                yield from run_cell_in_env(compile_only)
+                yield from run_cell_in_env(compile_only, on_now=lambda text, cell=cell: progress.working(cell, text))
             elif not candidates:
                 yield from no_host_rows(plan, no_host_reason(plan, self.describe()))
             else:
                 gpu = candidates[0]
                 progress.started(cell, "this host" + (f" gpu {gpu.index}" if gpu.index else ""))
-                yield from run_cell_in_env(plan.replace(gpu_index=gpu.index), device_env(gpu.vendor, gpu.index))
+                yield from run_cell_in_env(plan.replace(gpu_index=gpu.index), device_env(gpu.vendor, gpu.index),
+                                           lambda text, cell=cell: progress.working(cell, text))
             progress.finished(cell)

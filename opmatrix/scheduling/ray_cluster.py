@@ -35,13 +35,15 @@ from opmatrix.scheduling.dispatch import SchedulerError, compile_plan, no_host_r
 
 MAX_ATTEMPTS = 3
 STARTED = "started"
+NOW = "now"  # what a cell is doing between two results (opmatrix.incell.cell_runner NOW_PREFIX)
 HEAD_RESOURCE = "node:__internal_head__"  # every Ray head node has it
 CONNECT_TIMEOUT_S = 5.0
 
 
 @ray.remote(max_retries=0)
 def cell_task(plan_json: str, queue: Queue, tag: int) -> int:
-    """Runs on the node Ray chose: puts a 'started' event, then one JSON result per job; returns how many."""
+    """Runs on the node Ray chose: puts a 'started' event, then one JSON result per job with 'now' events (what
+    the cell is doing) between them; returns how many items it put."""
     node = ray.get_runtime_context().get_node_id()
     plan = CellPlan.from_json(plan_json)
     plan = plan.replace(gpu_index=",".join(str(g) for g in ray.get_gpu_ids()))
@@ -50,7 +52,13 @@ def cell_task(plan_json: str, queue: Queue, tag: int) -> int:
     if plan.cell.device.vendor == "cpu":
         os.environ.pop("OMP_NUM_THREADS", None)  # Ray pins it to the task's CPU count; a CPU cell owns the host
     sent = 1
-    for result in run_cell_in_env(plan):
+
+    def now(text: str) -> None:
+        nonlocal sent
+        queue.put((tag, json.dumps({"event": NOW, "text": text})))
+        sent += 1
+
+    for result in run_cell_in_env(plan, on_now=now):
         result.node = node
         queue.put((tag, result.to_json()))
         sent += 1
@@ -215,6 +223,10 @@ class RayScheduler:
             if run is not None:
                 progress.started(run.plan.cell.id, f"{payload['host']} node {payload['node'][:8]}"
                                  + (f" gpu {payload['gpu']}" if payload["gpu"] else ""))
+            return
+        if payload.get("event") == NOW:
+            if run is not None:
+                progress.working(run.plan.cell.id, payload["text"])
             return
         result = Result.from_dict(payload)
         if run is not None:
