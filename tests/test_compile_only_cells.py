@@ -35,6 +35,9 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
     assert got[("h200", "tilelang", "tuned")].status == "compiles"  # its source, at the fixed configuration
     # issue 14's persistent warp-specialised kernel: TMA both ways and the producer/consumer register split
     assert "sm_90a binary using wgmma, TMA loads, TMA stores, setmaxnreg" in got[("h200", "tilelang", "ws")].error
+    # ptxas' report of the very nvcc run that built it (TileLang's cache is per job: cold, so nvcc ran)
+    ws = got[("h200", "tilelang", "ws")].error
+    assert re.search(r"setmaxnreg, \d+ registers, (no spills|\d+ bytes spilled) \(", ws), ws
     assert got[("mi300x", "tilelang", "ws")].status == "unsupported"
     assert "sm_90 cubin using wgmma" in got[("h200", "triton", "default")].error
     assert got[("mi300x", "tilelang", "tile")].status == "lowers"  # HIP source; no hipcc here for a binary

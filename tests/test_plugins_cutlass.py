@@ -98,3 +98,13 @@ def test_compile_only_builds_through_a_copied_kernels_folder(toolchain):
     config = json.loads(row.config)
     assert config["registers"] == 168 and config["spill_bytes"] == 0 and config["arch"] == "sm_90a"
     assert row.backend_version == "CUTLASS 4.2.1 (CUTLASS_DIR), nvcc 13.0"
+
+
+def test_a_ptxas_report_reads_as_registers_and_spills():
+    from opmatrix.kit import ptxas
+
+    report = ("ptxas info    : Function properties for k\n    0 bytes stack frame, 8 bytes spill stores, 4 bytes "
+              "spill loads\nptxas info    : Used 168 registers, used 4 barriers")
+    assert ptxas.resources(report) == {"registers": 168, "spill_bytes": 12}
+    assert ptxas.text(ptxas.resources(report)) == ", 168 registers, 12 bytes spilled"
+    assert ptxas.text({"registers": 90, "spill_bytes": 0}) == ", 90 registers, no spills" and ptxas.text({}) == ""

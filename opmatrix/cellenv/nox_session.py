@@ -2,8 +2,8 @@
 
 opmatrix/cellenv/noxfile.py registers it when OPMATRIX_CELL_PLAN names a cell plan (written by `opmatrix run`).
 One session per cell, named after the hash of the cell's matrix values, so nox's environment folder is reused only
-on an exact match. Installs are recorded in a marker file: an environment whose install did not finish is completed on the
-next run instead of being trusted.
+on an exact match. Installs are recorded in a marker file: an environment whose install did not finish is completed
+on the next run instead of being trusted.
 
 `system = true` toolchains layer the cell's pins over the host interpreter's own packages (how vendor GPU images
 are used). A `.pth` file adds the host interpreter's site-packages after the environment's own, which also works

@@ -192,7 +192,8 @@ def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
         interval = stats.geomean_builds_interval(build_sets)
         if interval:
             c.geomean, c.lo, c.hi, c.speedup = interval.estimate, interval.lo, interval.hi, interval.text()
-        c.worst = f"{worst.workload} {worst.dtype} {stats.interval_text(worst.speedup, worst.speedup_lo, worst.speedup_hi)}"
+        worst_text = stats.interval_text(worst.speedup, worst.speedup_lo, worst.speedup_hi)
+        c.worst = f"{worst.workload} {worst.dtype} {worst_text}"
     c.compile_s = float(rows.compile_s.median()) if rows.compile_s.notna().any() else None
     c.tuning_s = _tuning_seconds(rows)
     backend = rows.backend.iloc[0] if len(rows) else split_backend_label(label)[0]

@@ -107,7 +107,8 @@ def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contesta
     extra = telemetry.summarize(c.states[0], c.states[-1]) if c.states else {}
     return dataclasses.replace(
         result, **extra, pairing="interleaved" if c.block <= 1 else f"interleaved, block {c.block} (device memory)",
-        rounds=len(c.round_ms), rounds_s=round(c.rounds_s, 3), round_group=c.round_group, timer=c.timer, samples_ms=samples, reps=len(samples),
+        rounds=len(c.round_ms), rounds_s=round(c.rounds_s, 3), round_group=c.round_group, timer=c.timer,
+        samples_ms=samples, reps=len(samples),
         median_ms=statistics.median(samples), p10_ms=cuts[0], p90_ms=cuts[-1],
         rerun_median_ms=statistics.median(half) if half else None, round_ms=c.round_ms,
         baseline_round_ms=aligned(base, c) if base is not None and base is not c else [],

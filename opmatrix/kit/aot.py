@@ -6,9 +6,13 @@ functions: the engine imports this module without TileLang or Triton.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import shutil
 
 from opmatrix.incell.plugins import Compiled, Unsupported
+from opmatrix.kit import ptxas
 
 FLOAT_ARGS = ("eps", "scale")  # scalar kernel arguments passed as Python floats (rmsnorm's eps, attention's scale)
 
@@ -59,16 +63,48 @@ def tilelang_compile_for(func, device, config: dict, pass_configs: dict | None =
     target = tilelang_target(device)
     config = dict(config, target=target)
     if device.vendor == "nvidia" or shutil.which("hipcc"):
-        source = str(tilelang.compile(func, target=target, execution_backend="tvm_ffi",
-                                      pass_configs=pass_configs).get_kernel_source())
+        with _tilelang_ptxas_report() as report:
+            source = str(tilelang.compile(func, target=target, execution_backend="tvm_ffi",
+                                          pass_configs=pass_configs).get_kernel_source())
         mma = " using wgmma" if "wgmma" in source else ""
         features = "".join(f", {name}" for name, marker in _HOPPER_FEATURES if marker in source)
         arch = target.get("arch", target.get("mcpu"))
-        return Compiled("compiles", f"{arch} binary{mma}{features} ({len(source)}-char source)", config)
+        resources = ptxas.text(ptxas.resources("\n".join(report)))
+        return Compiled("compiles", f"{arch} binary{mma}{features}{resources} ({len(source)}-char source)", config)
     with Target(target):
         artifact = tilelang.lower(func, target=Target(target), enable_device_compile=False)
     return Compiled("lowers", f"HIP source for {device.arch} ({len(str(artifact.kernel_source))} chars; "
                     "no hipcc for a binary)", config)
+
+
+@contextlib.contextmanager
+def _tilelang_ptxas_report():
+    """The lines TileLang logs while it compiles, with TILELANG_VERBOSE on: they hold ptxas' -v report of the
+    kernel (registers, spills), from the very nvcc run that builds it. Empty when the binary came from TileLang's
+    cache (no nvcc ran)."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger, handler, before = logging.getLogger("tilelang"), Collect(logging.INFO), os.environ.get(_VERBOSE)
+    level = logger.level
+    os.environ[_VERBOSE] = "1"
+    logger.addHandler(handler)
+    logger.setLevel(min(level or logging.INFO, logging.INFO))
+    try:
+        yield lines
+    finally:
+        logger.setLevel(level)
+        logger.removeHandler(handler)
+        if before is None:
+            os.environ.pop(_VERBOSE, None)
+        else:
+            os.environ[_VERBOSE] = before
+
+
+_VERBOSE = "TILELANG_VERBOSE"  # TileLang 0.1.15: adds --ptxas-options=--verbose and logs nvcc's output
 
 
 def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, device) -> Compiled:

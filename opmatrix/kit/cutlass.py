@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from opmatrix.incell.plugins import Unavailable
+from opmatrix.kit import ptxas
 
 CACHE_ENV = "OPMATRIX_CUTLASS_CACHE"  # where built libraries are kept (backends/cutlass.py: one per cell)
 
@@ -143,15 +144,4 @@ def _build(source: Path, flags: list[str], suffix: str) -> tuple[Path, bool, str
     return target, True, report
 
 
-_USED = re.compile(r"Used (\d+) registers")
-_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
-
-
-def ptxas_resources(report: str) -> dict:
-    """The most registers any kernel of a ptxas -v report uses and the most bytes it spills (stores + loads):
-    {"registers": N, "spill_bytes": M}, or {} when the report names none."""
-    registers = [int(n) for n in _USED.findall(report)]
-    spills = [int(a) + int(b) for a, b in _SPILL.findall(report)]
-    if not registers:
-        return {}
-    return {"registers": max(registers), "spill_bytes": max(spills, default=0)}
+ptxas_resources = ptxas.resources  # the report of a build above (kept beside its cubin)
