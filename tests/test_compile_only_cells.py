@@ -40,6 +40,7 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
     assert re.search(r"setmaxnreg, \d+ registers, (no spills|\d+ bytes spilled) \(", ws), ws
     assert got[("mi300x", "tilelang", "ws")].status == "unsupported"
     assert "sm_90 cubin using wgmma" in got[("h200", "triton", "default")].error
+    assert re.search(r"wgmma, \d+ registers, (no spills|\d+ bytes spilled) \(", got[("h200", "triton", "default")].error)
     assert got[("mi300x", "tilelang", "tile")].status == "lowers"  # HIP source; no hipcc here for a binary
     # CUTLASS: nvcc builds the sm_90a library here (never run); AMD needs another implementation.
     assert got[("h200", "cutlass", "default")].status == "compiles"

@@ -7,6 +7,7 @@ functions: the engine imports this module without TileLang or Triton.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import shutil
@@ -123,8 +124,25 @@ def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, devi
         target, binary = GPUTarget("cuda", int(device.arch.removeprefix("sm_").rstrip("a")), 32), "cubin"
     else:
         target, binary = GPUTarget("hip", device.arch, 64), "hsaco"
-    compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs), target=target,
-                              options=options)
+    with _triton_ptxas_report(device) as report:
+        compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constexprs), target=target,
+                                  options=options)
     mma = " using wgmma" if "wgmma" in compiled.asm.get("ptx", "") else ""
-    return Compiled("compiles", f"{device.arch} {binary}{mma} ({len(compiled.asm[binary])} bytes)",
+    resources = ptxas.text(ptxas.resources(report.getvalue()))
+    return Compiled("compiles", f"{device.arch} {binary}{mma}{resources} ({len(compiled.asm[binary])} bytes)",
                     dict(constexprs, **options))
+
+
+@contextlib.contextmanager
+def _triton_ptxas_report(device):
+    """What Triton prints while it compiles with its knob dump_ptxas_log on: the -v report of the ptxas run that
+    builds the cubin (registers, spills). Empty for AMD, and when the cubin came from Triton's cache."""
+    report = io.StringIO()
+    if device.vendor != "nvidia":
+        yield report
+        return
+    from triton import knobs
+
+    with knobs.nvidia.scope(), contextlib.redirect_stdout(report):
+        knobs.nvidia.dump_ptxas_log = True
+        yield report
