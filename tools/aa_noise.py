@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         print_by_distance(runs, args.by_distance)
         return 0
     table = sorted(row for run in runs for row in rows(run, args.min_ms))
-    print(f"{'kernel':16} {'workload':26} {'dtype':9} {'run':32} {'call ms':>8} {'bound':6} {'calls/burst':>11} {'rounds':>6} "
-          f"{'one round':>9} {'floor':>7}")
+    print(f"{'kernel':16} {'workload':26} {'dtype':9} {'run':32} {'call ms':>8} {'bound':6} {'calls/burst':>11} "
+          f"{'rounds':>6} {'one round':>9} {'floor':>7}")
     for kernel, workload, dtype, run, ms, bound, calls, rounds, spread, floor in table:
         print(f"{kernel:16} {workload:26} {dtype:9} {run:32} {ms:8.3f} {bound:6} {calls:11.1f} {rounds:6d} "
               f"{100 * spread:8.2f}% {100 * floor:6.2f}%")
