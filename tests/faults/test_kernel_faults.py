@@ -128,7 +128,7 @@ def run():
 
 
 def test_the_run_completes_and_stores_one_row_per_planned_job(run):
-    folder, out, by_key = run.folder, run.out, run.by_key
+    folder, out = run.folder, run.out
     assert out.returncode in FAILED_ROWS_EXIT, out.stderr[-3000:]
     assert "Traceback" not in out.stderr
     stored = rows(folder)
