@@ -20,14 +20,13 @@ from collections import defaultdict
 
 from opmatrix import paths
 from opmatrix.decide import stats
-from opmatrix.report.performance import LAUNCH_BOUND_S, roofline_bound_s
+from opmatrix.report.performance import launch_bound
 from opmatrix.store import RESULTS_JSONL, load_run
 
 
 def rows(run: str, min_ms: float):
     df = load_run(run)
-    twins = df[(df.status == "ok") & (df.pairing.fillna("") != "") & df.round_ms.map(len).gt(0)
-               & df.baseline_round_ms.map(len).eq(0) & df.aa_round_ms.map(len).gt(0) & (df.median_ms >= min_ms)]
+    twins = df[(df.status == "ok") & stats.twinned_baselines(df) & (df.median_ms >= min_ms)]
     for r in twins.itertuples():
         ratios = stats.ratios(r.aa_round_ms, r.round_ms)
         floor = stats.median_interval(ratios)
@@ -35,8 +34,7 @@ def rows(run: str, min_ms: float):
         if floor is None or spread is None:
             continue
         calls = len(r.samples_ms) / len(r.round_ms)
-        bound = roofline_bound_s(r._asdict())
-        launch = bound is not None and bound < LAUNCH_BOUND_S  # host-side time: the report says launch-bound
+        launch = launch_bound(r._asdict())  # host-side time, as the report says
         yield (r.kernel, r.workload, r.dtype, run, r.median_ms, "launch" if launch else "device", calls,
                len(r.round_ms), spread, floor.halfwidth)
 

@@ -183,6 +183,13 @@ def per_round_spread(ratios) -> float | None:
     return float(np.expm1(_scipy().median_abs_deviation(logs, scale="normal")))
 
 
+def twinned_baselines(df):
+    """Which rows are a baseline timed in rounds beside its A/A twin (a boolean Series): the rows a noise floor is
+    read from."""
+    return ((df.pairing.fillna("") != "") & df.round_ms.map(len).gt(0) & df.baseline_round_ms.map(len).eq(0)
+            & df.aa_round_ms.map(len).gt(0))
+
+
 def mann_whitney(samples, baseline_samples) -> float | None:
     if len(samples) < 3 or len(baseline_samples) < 3:
         return None

@@ -104,8 +104,9 @@ class Rounds:
             self._round()
             if self.count % PROGRESS_EVERY == 0:
                 self.on_round(self.count, time.monotonic() - started)
+        seconds = time.monotonic() - started
         for c in self.contestants:
-            c.rounds_s += time.monotonic() - started
+            c.rounds_s += seconds
 
     def _live(self) -> list[Contestant]:
         return [c for c in self.contestants if c.alive]

@@ -115,6 +115,12 @@ def roofline_bound_s(r) -> float | None:
     return max(terms) if terms else None
 
 
+def launch_bound(r) -> bool:
+    """The call's roofline bound is under LAUNCH_BOUND_S: its time is launch and host-side cost, not a rate."""
+    bound = roofline_bound_s(r)
+    return bound is not None and bound < LAUNCH_BOUND_S
+
+
 def power_capped_cells(k) -> set[str]:
     """Cells in which the driver reported a power cap: their ceilings were measured under it too."""
     return set(k[k.clock_events.fillna("").str.contains("PowerCap", regex=False)].cell)
@@ -122,8 +128,7 @@ def power_capped_cells(k) -> set[str]:
 
 def fastest(best, capped: set[str]) -> str:
     label = best["label"]
-    bound = roofline_bound_s(best)
-    if bound is not None and bound < LAUNCH_BOUND_S:
+    if launch_bound(best):
         return f"{label}: launch-bound"
     if not present(best["tflops"]):
         return label

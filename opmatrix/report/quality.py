@@ -53,23 +53,24 @@ def aa_floors(timed) -> list[str]:
     same rounds (the widest interval half-width over the kernel's workloads), with what set it: how long the bursts
     were and how far one round strays, and, above ±1 %, what would narrow it."""
     lines = []
-    twins = timed[(timed.pairing != "") & timed.round_ms.map(len).gt(0)
-                  & timed.baseline_round_ms.map(len).eq(0) & timed.aa_round_ms.map(len).gt(0)]
+    twins = timed[stats.twinned_baselines(timed)]
     for (kernel, device, toolchain), g in twins.groupby(["kernel", "device", "toolchain"]):
-        widths = []
+        floors = []  # (interval, row, its per-round A/A ratios) per workload
         for r in g.itertuples():
-            interval = stats.median_interval(stats.ratios(r.aa_round_ms, r.round_ms))
+            ratios = stats.ratios(r.aa_round_ms, r.round_ms)
+            interval = stats.median_interval(ratios)
             if interval:
-                widths.append((interval.halfwidth, r.workload, r.dtype, interval, r))
-        if widths:
-            width, workload, dtype, interval, r = max(widths, key=lambda w: w[0])
+                floors.append((interval, r, ratios))
+        if floors:
+            interval, r, ratios = max(floors, key=lambda f: f[0].halfwidth)
+            width = interval.halfwidth
             lines.append(f"A/A noise floor, {kernel} on {device}.{toolchain}: ±{100 * width:.2f}% (widest: "
-                         f"{workload} {dtype}, {_rounds_of(r)}; over {len(widths)} workload(s))"
+                         f"{r.workload} {r.dtype}, {_rounds_of(r, ratios)}; over {len(floors)} workload(s))"
                          + (f": {_what_narrows(interval)}" if width > AA_NARROW else ""))
     return lines
 
 
-def _rounds_of(r) -> str:
+def _rounds_of(r, ratios: list[float]) -> str:
     """"20 rounds of ~5-call bursts, 18 ms of calls each, 0.41 s per round, one round strays ±9.1%": what the
     floor was measured with, and what a round costs."""
     rounds = len(r.round_ms)
@@ -79,7 +80,7 @@ def _rounds_of(r) -> str:
         text += f" of ~{calls:.0f}-call bursts, {calls * r.median_ms:.3g} ms of calls each"
     if present(getattr(r, "rounds_s", None)) and r.rounds_s > 0:
         text += f", {r.rounds_s / rounds:.2g} s per round"  # what more rounds would cost
-    spread = stats.per_round_spread(stats.ratios(r.aa_round_ms, r.round_ms))
+    spread = stats.per_round_spread(ratios)
     return text + (f", one round strays ±{100 * spread:.1f}%" if spread is not None else "")
 
 

@@ -1,6 +1,7 @@
 """The local scheduler: the cells of this host, one after another, without Ray (`opmatrix run --no-ray`)."""
 from __future__ import annotations
 
+import functools
 from typing import Iterator
 
 from opmatrix.cellenv.launch import run_cell_in_env
@@ -29,14 +30,15 @@ class LocalScheduler:
             cell = plan.cell.id
             candidates = assigned.get(plan.cell.device.id)
             compile_only = compile_plan(plan) if not candidates else None
+            working = functools.partial(progress.working, cell)  # what the cell does between its results
             if compile_only:
                 progress.started(cell, "this host, compile only")
-                yield from run_cell_in_env(compile_only, on_now=lambda text, cell=cell: progress.working(cell, text))
+                yield from run_cell_in_env(compile_only, on_now=working)
             elif not candidates:
                 yield from no_host_rows(plan, no_host_reason(plan, self.describe()))
             else:
                 gpu = candidates[0]
                 progress.started(cell, "this host" + (f" gpu {gpu.index}" if gpu.index else ""))
                 yield from run_cell_in_env(plan.replace(gpu_index=gpu.index), device_env(gpu.vendor, gpu.index),
-                                           lambda text, cell=cell: progress.working(cell, text))
+                                           working)
             progress.finished(cell)
