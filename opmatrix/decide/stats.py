@@ -207,10 +207,8 @@ def add_paired_columns(df):
     # only the columns read below: itertuples over every column of a run costs more than the statistics
     rows = list(df[[*group_keys, "status", "pairing", "round_ms", "baseline_round_ms", "aa_round_ms",
                     "build_round_ms", "samples_ms"]].itertuples(index=False))
-    baselines = {}
-    for r in rows:
-        if r.status == "ok" and r.pairing and not len(r.baseline_round_ms) and len(r.aa_round_ms):
-            baselines[tuple(getattr(r, k) for k in group_keys)] = r  # the baseline: paired with its twin only
+    baselines = {tuple(getattr(r, k) for k in group_keys): r  # the baseline: paired with its twin only
+                 for r, twinned in zip(rows, (df.status == "ok") & twinned_baselines(df)) if twinned}
     for i, r in enumerate(rows):
         if r.status != "ok" or not r.pairing:
             continue
