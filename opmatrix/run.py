@@ -18,7 +18,7 @@ from pathlib import Path
 from opmatrix import paths, plan, report
 from opmatrix.decide import effort, stats
 from opmatrix.decide import verdicts as verdict_rules
-from opmatrix.core.jobs import CellPlan
+from opmatrix.core.jobs import CellPlan, baseline_job
 from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
@@ -65,17 +65,18 @@ def remaining(plans: list[CellPlan], stored: list[Result], redo: set[str]) -> li
     for p in plans:
         jobs = tuple(j for j in p.all_jobs() if p.key(j) not in done)
         if jobs:
-            wanted = [_partner(p, j, j.backend == p.settings.baseline and not j.rival) for j in jobs]
+            wanted = [_partner(p, j) for j in jobs]
             partners = tuple(dict.fromkeys(j for pair in wanted for j in pair if j is not None and j not in jobs))
             left.append(p.with_jobs(jobs, partners))
     return left
 
 
-def _partner(plan: CellPlan, job, is_baseline: bool) -> tuple:
+def _partner(plan: CellPlan, job) -> tuple:
     """The jobs a resumed job must be timed beside: its group's baseline, and (a rival's job) its peer."""
     group = (job.kernel, job.workload, job.dtype)
     own = [j for j in plan.jobs if (j.kernel, j.workload, j.dtype) == group]
-    base = None if is_baseline else next((j for j in own if j.backend == plan.settings.baseline), None)
+    base = baseline_job(own, plan.settings.baseline)
+    base = None if base == job else base
     peer = next((j for j in own if (j.backend, j.variant) == (job.backend, job.variant)), None) if job.rival else None
     return base, peer
 

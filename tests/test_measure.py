@@ -165,3 +165,81 @@ def test_a_noisy_twin_alone_adds_no_rounds():
     min_speedup 1.05) adds no rounds of its own; only `noise_target` asks rounds for the floor. Before, every CPU group
     with a fast baseline ran to max_rounds or round_extra_s on its twin's noise alone."""
     assert _rounds_with_noisy_twin(noise_target=0, twin_medians=(0.92, 1.08, 0.93, 1.07)) == 10
+
+
+def _settle_rounds(settle: bool, far_builds=(), noise_target: float = 0.0, close=(0.90, 1.0), far_medians=None):
+    """The baseline (1.0 a round), its twin, `far` (2.0: 2x slower, decided from the first rounds on) with further
+    builds of the given medians, and `close` (its ratio swings between 1.0 and 1.11: straddles 1.05 forever)."""
+    import itertools
+
+    from opmatrix.core.jobs import Settings
+    from opmatrix.incell.rounds import Contestant, Rounds
+
+    settings = Settings(rounds=10, max_rounds=30, round_extra_s=60, noise_target=noise_target)
+    job = types.SimpleNamespace(timeout_s=30)
+    base = Contestant(job=job, server=_ScriptedServer(itertools.repeat(1.0)))
+    twin = Contestant(job=job, server=_ScriptedServer(itertools.cycle((0.97, 1.03))), is_twin=True)
+    far = Contestant(job=job, server=_ScriptedServer(far_medians or itertools.repeat(2.0)))
+    far.builds = [Contestant(job=job, server=_ScriptedServer(itertools.cycle(b)), is_extra_build=True)
+                  for b in far_builds]
+    near = Contestant(job=job, server=_ScriptedServer(itertools.cycle(close)))
+    everyone = [base, twin, far, *far.builds, near]
+    rounds = Rounds(everyone, base, settings, settle=settle)
+    rounds.run()
+    return rounds, base, twin, far, near
+
+
+def test_with_settle_a_decided_contestant_leaves_the_extra_rounds_for_good():
+    rounds, base, twin, far, near = _settle_rounds(settle=True)
+    assert rounds.count == len(base.round_ms) == len(twin.round_ms) == len(near.round_ms) == 30  # near: undecided
+    assert far.rounds_taken == list(range(10)) and far.settled_after == 10  # the group's first rounds, in order
+    assert far.notes == ["timed in 10 rounds: its interval then cleared the threshold and the extra rounds went on "
+                         "without it"]
+    assert near.settled_after == base.settled_after == twin.settled_after == 0 and not near.notes
+    assert far.rounds_s <= base.rounds_s == near.rounds_s
+    assert max(p for c in (base, twin, near) for p in c.positions[10:]) == 2  # three in each extra round
+    # without settle (a toolchain pair, or before): far is timed in every round
+    rounds, base, twin, far, near = _settle_rounds(settle=False)
+    assert len(far.round_ms) == len(near.round_ms) == rounds.count == 30 and not far.settled_after and not far.notes
+
+
+def test_with_settle_a_contestant_stays_while_one_of_its_builds_is_undecided():
+    """Builds leave together: far's second build straddles the threshold, so far and both builds stay."""
+    rounds, base, twin, far, near = _settle_rounds(settle=True, far_builds=[(2.0,), (0.90, 1.0)])
+    assert [len(c.round_ms) for c in (far, *far.builds)] == [30, 30, 30] and not far.notes
+    rounds, base, twin, far, near = _settle_rounds(settle=True, far_builds=[(2.0,), (1.9, 2.1)])
+    assert [c.settled_after for c in (far, *far.builds)] == [10, 10, 10]
+    assert [len(c.notes) for c in (far, *far.builds)] == [1, 0, 0]  # one note, in the row the builds are stored in
+
+
+def test_with_settle_the_builds_of_a_contestant_that_died_leave_with_it():
+    """far's first build crashes in round 5 (its row is that crash); its second build, undecided, is not timed on
+    in the extra rounds for a row that has failed."""
+    from opmatrix.core.result import Result
+    from opmatrix.incell.servers import ServerGone
+
+    def dies_after(n):
+        for _ in range(n):
+            yield 2.0
+        raise ServerGone(Result(status="crashed", error="SIGKILL"))
+
+    rounds, base, twin, far, near = _settle_rounds(settle=True, far_builds=[(0.90, 1.0)])
+    assert len(far.builds[0].round_ms) == 30  # alive and undecided: it stays
+    far_died = _settle_rounds(settle=True, far_builds=[(0.90, 1.0)], far_medians=dies_after(5))
+    rounds, base, twin, far, near = far_died
+    assert not far.alive and len(far.round_ms) == 5
+    assert len(far.builds[0].round_ms) == 10 and far.builds[0].settled_after == 10 and not far.notes
+    assert len(near.round_ms) == rounds.count == 30
+
+
+def test_with_settle_the_aa_noise_target_keeps_only_the_baseline_and_its_twin_going():
+    """Every contestant decided, the A/A interval wider than the target: the extra rounds time the two alone."""
+    rounds, base, twin, far, near = _settle_rounds(settle=True, noise_target=0.01, close=(0.5,))
+    assert rounds.count == len(base.round_ms) == len(twin.round_ms) == 30
+    assert len(far.round_ms) == len(near.round_ms) == 10 and far.notes and near.notes
+
+
+def test_with_settle_no_contestant_is_said_to_have_left_when_no_extra_round_followed():
+    rounds, base, twin, far, near = _settle_rounds(settle=True, close=(0.5,))  # all decided after 10 rounds
+    assert rounds.count == len(far.round_ms) == len(near.round_ms) == 10
+    assert not far.notes and not near.notes

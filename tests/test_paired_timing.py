@@ -82,7 +82,8 @@ def test_run_writes_verdicts_gates_on_failures_and_feeds_deployments(tmp_path, c
     assert "1 row(s) failed (crashed 1)" in printed.err
     # between rows, what the cell is doing: the group's builds, then its rounds so far (from inside the nox cell)
     assert "cpu.host: probe quick float32: building and checking 4 contestant(s)" in printed.out
-    assert re.search(r"cpu\.host: probe quick float32: 10 rounds of \d timing servers in \d+ s \(at least 10", printed.out)
+    assert re.search(r"cpu\.host: probe quick float32: 10 rounds in \d+ s, now of \d of \d timing servers \(at least 10",
+                     printed.out)
     verdicts = json.loads((tmp_path / "reports" / "gate" / "verdicts.json").read_text())
     (v,) = verdicts
     assert v["verdict"] == "keep framework" and v["choice"] == "torch"
@@ -122,7 +123,8 @@ def test_contestants_that_do_not_fit_together_are_timed_in_blocks_with_the_basel
     assert rows["big"].baseline_round_ms == base.round_ms[rows["hog"].rounds:]
     assert rows["hog"].round_group != rows["big"].round_group  # never paired with each other directly
     assert set(base.round_group.split("+")) == {rows["hog"].round_group, rows["big"].round_group}
-    assert base.rounds_s == pytest.approx(rows["hog"].rounds_s + rows["big"].rounds_s)  # both blocks' rounds
+    # both blocks' rounds (each row keeps its seconds to 3 decimals: the sum may be off by 1 ms per term)
+    assert base.rounds_s == pytest.approx(rows["hog"].rounds_s + rows["big"].rounds_s, abs=0.002)
 
 
 def test_a_resumed_contestant_is_paired_with_its_baseline_again(tmp_path):
@@ -142,6 +144,33 @@ def test_a_resumed_contestant_is_paired_with_its_baseline_again(tmp_path):
     assert [r.backend for r in rows] == ["slower"]
     assert rows[0].status == "ok" and len(rows[0].baseline_round_ms) == rows[0].rounds >= 10
 
+
+
+VARIANTS_FIRST_SLOW = ("import time\nVARIANTS = ('slow', 'default')\n\ndef build(w, dtype, device, variant):\n"
+                       "    seconds = 0.004 if variant == 'slow' else 0.002\n"
+                       "    def fn(x, out):\n        time.sleep(seconds)\n        out.copy_(x * 2)\n    return fn\n")
+
+
+def test_the_baseline_is_the_default_variant_of_its_backend_fresh_and_resumed(tmp_path):
+    """The baseline backend's other variants (torch[math]) are contestants: paired with its default variant, also
+    when it is listed first and when only it is resumed (it was once timed as the group's baseline then)."""
+    from opmatrix.core.result import Result
+    from opmatrix.run import remaining
+
+    write_plugins(tmp_path, "probe", {"torch": VARIANTS_FIRST_SLOW}, probe_adapter("wallclock"))
+    probe_matrix(tmp_path, "variants", ["torch"], ["quick"], timeout_s=30, rep_ms=20)
+    (plan,) = plan_mod.cell_plans(load_matrix(tmp_path / "m.toml"), "variants", tmp_path / "scratch")
+    assert [j.variant for j in plan.jobs] == ["slow", "default"]
+    rows = {r.variant: r for r in run_cell(plan)}
+    assert rows["default"].baseline_round_ms == [] and len(rows["default"].aa_round_ms) == rows["default"].rounds
+    assert rows["slow"].baseline_round_ms == rows["default"].round_ms[:rows["slow"].rounds]
+    stored = [Result(run_id="variants", cell="cpu.host", device="cpu", kernel="probe", workload="quick",
+                     dtype="float32", backend="torch", variant="default", status="ok")]
+    (left,) = remaining([plan], stored, {"lost"})
+    assert [j.variant for j in left.jobs] == ["slow"] and [j.variant for j in left.partners] == ["default"]
+    (slow,) = run_cell(left)
+    assert slow.variant == "slow" and slow.status == "ok" and len(slow.baseline_round_ms) == slow.rounds >= 10
+    assert max(a / b for a, b in zip(slow.baseline_round_ms, slow.round_ms)) < 1  # slower than its baseline
 
 SLOT = ("import fcntl, time\nheld = []\n\ndef build(w, dtype, device, variant):\n"
         "    for i in range({slots}):  # 'device memory': a slot file locked while the worker lives\n"
@@ -287,3 +316,41 @@ def test_an_out_of_memory_in_the_rounds_with_nothing_to_wait_for_is_an_oom_row(t
     spike = rows["spike"]
     assert spike.status == "oom" and spike.phase == "timing", (spike.status, spike.error)
     assert "CUDA out of memory (simulated" in spike.error and rows["torch"].status == "ok"
+
+
+def test_a_contestant_whose_interval_cleared_the_threshold_leaves_the_extra_rounds(tmp_path):
+    """Without a rival toolchain the extra rounds visit only the baseline, its twin and the undecided: `far`, 2x
+    slower, is decided after the 10 rounds every contestant takes and leaves; the A/A noise (a target no sleep can
+    meet) keeps the baseline and its twin going to max_rounds. Its row holds its 10 rounds, paired with the
+    baseline's first 10, says why it has fewer, and cost less time; the two rows still pair on their shared rounds.
+    Before, every live contestant went on to max_rounds with the baseline (far would have 25 rounds)."""
+    from opmatrix.decide import stats
+    from opmatrix.store import add_speedup, frame
+
+    impls = {"torch": SLEEPER.format(seconds=0.002), "far": SLEEPER.format(seconds=0.004)}
+    write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
+    matrix = probe_matrix(tmp_path, "settle", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    matrix.write_text(matrix.read_text().replace(
+        "[run]", "[run]\nrounds = 10\nmax_rounds = 25\nnoise_target = 0.0001\nround_extra_s = 60"))
+    (plan,) = plan_mod.cell_plans(load_matrix(matrix), "settle", tmp_path / "scratch")
+    assert plan.rival is None and plan.settings.noise_target == 0.0001
+    results = list(run_cell(plan))
+    rows = {r.backend: r for r in results}
+    base, far = rows["torch"], rows["far"]
+    assert base.status == far.status == "ok", (base.error, far.error)
+    assert base.rounds == len(base.round_ms) == len(base.aa_round_ms) == 25  # the A/A noise asked for every round
+    assert "extra rounds went on without it" not in base.timing_notes
+    assert far.rounds == len(far.round_ms) == len(far.round_position) == 10
+    assert far.baseline_round_ms == base.round_ms[:10] and len(far.aa_round_ms) == 10
+    assert far.aa_round_ms == base.aa_round_ms[:10]  # the twin's medians of the same first 10 rounds
+    assert "timed in 10 rounds: its interval then cleared the threshold and the extra rounds went on without it" \
+        in far.timing_notes, far.timing_notes
+    assert 0 < far.rounds_s < base.rounds_s
+    assert far.round_group == base.round_group
+    # the decision side: the two rows pair on the rounds they share; far's own interval is well below 1
+    mine, theirs = stats.shared_rounds(far, base)
+    assert mine == far.round_ms and theirs == base.round_ms[:10]
+    against = stats.against(far, base)
+    assert against is not None and against.hi < 1.0, against
+    df = stats.add_paired_columns(add_speedup(frame(results), "torch")).set_index("backend")
+    assert df.loc["far", "speedup_hi"] < 1 / 1.05 and df.loc["torch", "aa"] > 0

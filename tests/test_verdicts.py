@@ -1,5 +1,7 @@
 """Verdict rules and their statistics on synthetic runs whose truth is known: rounds share a drift factor (the
 power state of that moment) that pairing must cancel, and each burst has its own noise."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -208,3 +210,68 @@ def test_a_speed_up_far_below_one_keeps_its_digits():
     """TileLang's CPU path at 0.0033x of eager printed as 0.00x [0.00, 0.00] before."""
     assert stats.interval_text(0.0033, 0.0031, 0.0035) == "0.0033x [0.0031, 0.0035]"
     assert stats.interval_text(1.0712, 1.049, 1.09) == "1.07x [1.05, 1.09]"
+
+
+def test_shared_rounds_are_the_first_rounds_of_the_shorter_row_on_the_same_baseline_medians():
+    """With settle a contestant that was decided leaves the extra rounds: it holds the group's first rounds, in
+    order. Against the baseline's own row (its medians are its round_ms) or a contestant that stayed longer, the
+    rounds both took part in are the shorter row's."""
+    import types
+
+    base_ms = [1.0, 1.1, 0.9, 1.05, 0.95]
+    base = types.SimpleNamespace(round_ms=base_ms, baseline_round_ms=[])
+    left = types.SimpleNamespace(round_ms=[2.0, 2.2, 1.8], baseline_round_ms=base_ms[:3])  # left after 3 of 5
+    stayed = types.SimpleNamespace(round_ms=[1.2, 1.3, 1.1, 1.25, 1.15], baseline_round_ms=base_ms)
+    assert stats.shared_rounds(left, base) == ([2.0, 2.2, 1.8], [1.0, 1.1, 0.9])
+    assert stats.shared_rounds(base, left) == ([1.0, 1.1, 0.9], [2.0, 2.2, 1.8])
+    assert stats.shared_rounds(left, stayed) == ([2.0, 2.2, 1.8], [1.2, 1.3, 1.1])
+    assert stats.shared_rounds(stayed, base) == (stayed.round_ms, base_ms)
+    assert stats.against(left, base).estimate == pytest.approx(0.5)
+    assert stats.against(left, stayed).estimate == pytest.approx(1.2 / 2.0)
+    # other rounds (another block's, another run's): the baseline medians disagree, nothing is shared
+    other = types.SimpleNamespace(round_ms=[2.0, 2.2, 1.8], baseline_round_ms=[1.0, 1.2, 0.9])
+    assert stats.shared_rounds(other, base) == ([], []) and stats.against(other, base) is None
+    assert stats.shared_rounds(other, left) == ([], [])
+    block2 = types.SimpleNamespace(round_ms=[2.0, 2.1], baseline_round_ms=base_ms[3:])  # rounds 4 and 5 only
+    assert stats.shared_rounds(block2, base) == ([], [])
+    empty = types.SimpleNamespace(round_ms=[], baseline_round_ms=[])
+    assert stats.shared_rounds(empty, base) == ([], []) and stats.against(empty, base) is None
+    # stored rows come back from parquet as numpy arrays
+    arrays = types.SimpleNamespace(round_ms=np.asarray(left.round_ms), baseline_round_ms=np.asarray(base_ms[:3]))
+    assert stats.shared_rounds(arrays, types.SimpleNamespace(round_ms=np.asarray(base_ms),
+                                                             baseline_round_ms=np.asarray([]))) \
+        == ([2.0, 2.2, 1.8], [1.0, 1.1, 0.9])
+
+
+def test_option_a_against_option_b_pairs_on_the_rounds_both_took():
+    """Option A (fixed) and Option B (tuned) of one round group, the fixed one decided and gone after 3 of 5
+    rounds: the tuned/fixed ratios are those of the first 3 rounds; another group's rows are not paired."""
+    import types
+
+    from opmatrix.decide.verdicts import _cross
+
+    base_ms = [1.0, 1.1, 0.9, 1.05, 0.95]
+    fixed = types.SimpleNamespace(round_group="g", round_ms=[2.0, 2.2, 1.8], baseline_round_ms=base_ms[:3])
+    tuned = types.SimpleNamespace(round_group="g", round_ms=[1.0, 1.1, 0.9, 1.0, 1.0], baseline_round_ms=base_ms)
+    assert _cross(fixed, tuned) == pytest.approx([2.0, 2.0, 2.0])
+    assert _cross(fixed, types.SimpleNamespace(**{**vars(tuned), "round_group": "h"})) == []
+
+
+def test_the_a_a_floor_is_the_baselines_over_all_its_rounds_not_a_contestant_that_left_early():
+    """A contestant that left the extra rounds once decided (settle) has the twin's medians of its few rounds only:
+    an A/A interval over 5 rounds is wide. The verdict's floor is the baseline's, over every round."""
+    full = rows({"slow": 0.5, "fast": 1.3}, seed=7, rounds=80, noise=0.01, drift=0.0)
+    left = []
+    for r in full:
+        if r.backend == "slow":  # decided after its first 5 rounds
+            r = dataclasses.replace(r, round_ms=r.round_ms[:5], baseline_round_ms=r.baseline_round_ms[:5],
+                                    aa_round_ms=r.aa_round_ms[:5], samples_ms=r.samples_ms[:5], rounds=5)
+        left.append(r)
+    df = stats.add_paired_columns(add_speedup(frame(left), "torch"))
+    slow = df[df.backend == "slow"].iloc[0]
+    base = df[df.backend == "torch"].iloc[0]
+    assert slow.aa_hi - slow.aa_lo > 2 * (base.aa_hi - base.aa_lo)  # few rounds: a wide A/A interval
+    v = verdict_of(left)
+    floor = max(df[df.backend == "torch"].aa_hi.max() - 1, 1 - df[df.backend == "torch"].aa_lo.min())
+    assert v.aa_floor == f"±{100 * floor:.1f}%"
+    assert v.threshold == max(ACCEPT["min_speedup"], 1 + 2 * floor)

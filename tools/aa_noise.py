@@ -54,9 +54,10 @@ def by_distance(runs: list[str], kernel: str) -> dict[tuple[int, int], list[floa
                 continue
             b = base.iloc[0]
             for r in group[group.baseline_round_ms.map(len).gt(0)].itertuples():
-                if not (len(r.round_ms) == len(b.round_ms) == len(r.round_position) == len(b.round_position)):
+                mine_ms, base_ms = stats.shared_rounds(r, b)  # a contestant that left the extra rounds: its first
+                if not mine_ms or len(r.round_position) < len(mine_ms):
                     continue
-                logs = [math.log(x) for x in stats.ratios(r.round_ms, b.round_ms)]
+                logs = [math.log(x) for x in stats.ratios(mine_ms, base_ms)]
                 centre = sorted(logs)[len(logs) // 2]
                 for mine, theirs, value in zip(r.round_position, b.round_position, logs):
                     apart = abs(mine - theirs)

@@ -33,7 +33,8 @@ def main(argv: list[str]) -> int:
                 continue
             interval = stats.against(row, ref.iloc[0])
             text = interval.text() if interval else "not timed in the same rounds"
-            print(f"{workload:28} {dtype:9} {row.label:18} vs {reference}: {text} ({len(row.round_ms)} rounds)")
+            shared = len(stats.shared_rounds(row, ref.iloc[0])[0])
+            print(f"{workload:28} {dtype:9} {row.label:18} vs {reference}: {text} ({shared} rounds)")
     return 0
 
 

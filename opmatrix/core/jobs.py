@@ -125,6 +125,14 @@ class JobSpec:
     rival: bool = False  # a job of the plan's rival cell (the candidate toolchain of a [[compare]])
 
 
+def baseline_job(jobs, baseline: str) -> JobSpec | None:
+    """The job every other job of one (kernel, workload, dtype) is paired with: the baseline backend's `default`
+    variant (its first variant if it declares no default), never a candidate toolchain's job. The baseline
+    backend's other variants (torch[math], torch[cudnn]) are contestants like any other."""
+    own = [j for j in jobs if j.backend == baseline and not j.rival]
+    return next((j for j in own if j.variant == "default"), own[0] if own else None)
+
+
 @dataclass(frozen=True)
 class RivalCell:
     """The candidate toolchain's cell of a [[compare]], on the same device: its workers are started from its own

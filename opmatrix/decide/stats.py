@@ -160,17 +160,25 @@ def ratios(round_ms, baseline_round_ms) -> list[float]:
     return per_round(baseline_round_ms, round_ms)
 
 
-def against(row, reference) -> Interval | None:
-    """Speed-up of `row` over another contestant of the same rounds (`reference`, not the baseline: cuDNN's SDPA,
-    the model's own code): per round, reference's median burst over row's; None unless both rows took part in the
-    very same rounds (aligned on the same baseline medians)."""
+def shared_rounds(row, other) -> tuple[list[float], list[float]]:
+    """The round medians of two rows over the rounds both took part in: a contestant that left the extra rounds
+    once decided took the group's first rounds, in order, so two rows share the first rounds of the shorter one.
+    Empty unless they are those same rounds (the baseline's medians aligned with them agree)."""
     def baseline_of(r) -> list[float]:  # the baseline's own row carries its medians as round_ms
         return list(r.baseline_round_ms) if len(r.baseline_round_ms) else list(r.round_ms)
 
-    if not len(row.round_ms) or len(row.round_ms) != len(reference.round_ms) \
-            or baseline_of(row) != baseline_of(reference):
-        return None
-    return median_interval(ratios(row.round_ms, reference.round_ms))
+    n = min(len(row.round_ms), len(other.round_ms))
+    if not n or baseline_of(row)[:n] != baseline_of(other)[:n]:
+        return [], []
+    return list(row.round_ms)[:n], list(other.round_ms)[:n]
+
+
+def against(row, reference) -> Interval | None:
+    """Speed-up of `row` over another contestant of the same rounds (`reference`, not the baseline: cuDNN's SDPA,
+    the model's own code): per round, reference's median burst over row's; None unless both rows took part in the
+    same rounds (aligned on the same baseline medians)."""
+    mine, theirs = shared_rounds(row, reference)
+    return median_interval(ratios(mine, theirs)) if mine else None
 
 
 def per_round_spread(ratios) -> float | None:

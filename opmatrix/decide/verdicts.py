@@ -98,7 +98,7 @@ def _verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_er
     base = baseline_rows(ran, baseline)
     base_ok = {(w, d) for w, d, s in zip(base.workload, base.dtype, base.status) if s == status.OK}
     missing = [f"{w} {d}" for w, d in targets if (w, d) not in base_ok]
-    v.aa_floor, v.threshold = _threshold(ran, min_speedup)
+    v.aa_floor, v.threshold = _threshold(base, min_speedup)
     v.candidates = [_candidate(df, ran, kernel, label, targets, max_rel_err, loc)
                     for label in _labels(ran, base)]
     if missing:
@@ -126,12 +126,14 @@ def _not_run(v: Verdict, g) -> Verdict:
     return v
 
 
-def _threshold(ran, min_speedup: float) -> tuple[str, float]:
-    """(the A/A noise floor as text, the smallest speed-up a verdict may claim)."""
-    aa = ran.aa_hi.notna()
+def _threshold(base, min_speedup: float) -> tuple[str, float]:
+    """(the A/A noise floor as text, the smallest speed-up a verdict may claim). The floor is read from the
+    baseline's rows: its twin took part in every round the baseline did, while a contestant that left the extra
+    rounds once decided has an A/A interval over its fewer rounds only (wider, and already in its own interval)."""
+    aa = base.aa_hi.notna()
     if not aa.any():
         return "no A/A twin", min_speedup
-    floor = float(max(ran.loc[aa, "aa_hi"].max() - 1, 1 - ran.loc[aa, "aa_lo"].min()))
+    floor = float(max(base.loc[aa, "aa_hi"].max() - 1, 1 - base.loc[aa, "aa_lo"].min()))
     return f"±{100 * floor:.1f}%", max(min_speedup, 1 + K_AA * floor)
 
 
@@ -265,10 +267,11 @@ def _options(ran) -> list[str]:
 
 
 def _cross(fixed, tuned) -> list[float]:
-    """fixed time / tuned time per round, when both were timed in the very same rounds (else no pairing)."""
+    """fixed time / tuned time per round, over the rounds both were timed in (else no pairing)."""
     if not fixed.round_group or fixed.round_group != tuned.round_group:
         return []
-    return stats.ratios(tuned.round_ms, fixed.round_ms)
+    tuned_ms, fixed_ms = stats.shared_rounds(tuned, fixed)
+    return stats.ratios(tuned_ms, fixed_ms)
 
 
 def _held(rows) -> str:

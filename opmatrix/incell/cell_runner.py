@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from opmatrix.core import metrics, status
-from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask
+from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask, baseline_job
 from opmatrix.core.keys import JobKey
 from opmatrix.core.result import Result
 from opmatrix.incell import plugins, telemetry
@@ -198,6 +198,7 @@ class CellRunner:
         again in the next block, beside only the baseline and its twin; its row says so. So does one that runs out
         during the rounds (once)."""
         pending, base, twin, first_round, block = peers_adjacent(jobs), None, None, 0, 0
+        base_job = baseline_job(jobs, self.plan.settings.baseline)
         again: dict[JobKey, str] = {}  # jobs that ran out of device memory during a block's rounds: why, by job key
         group = f"{jobs[0].kernel} {jobs[0].workload} {jobs[0].dtype}"
         while pending and not self.plan.past_deadline():
@@ -220,7 +221,7 @@ class CellRunner:
                     continue
                 started.block = block
                 started.notes.extend(filter(None, [again.get(self.plan.key(job))]))
-                if base is None and job.backend == self.plan.settings.baseline and not job.rival:
+                if job == base_job:
                     base, twin = started, self._start_twin(job)
                 elif job not in self.plan.partners:
                     failed = self._start_builds(started)
@@ -232,7 +233,8 @@ class CellRunner:
                 + [c for c in (base, twin) if c is not None and c not in members]
             if not racers:
                 break
-            rounds = Rounds(racers, base, self.plan.settings, first_round, self._round_progress(group, racers))
+            rounds = Rounds(racers, base, self.plan.settings, first_round, self._round_progress(group, racers),
+                            settle=self.plan.rival is None)  # a toolchain pair stays together in every round
             rounds.run()
             first_round += rounds.count
             yield from self._end_block(members, base, twin, racers, pending, again, block)
@@ -246,7 +248,8 @@ class CellRunner:
     def _round_progress(self, group: str, racers: list[Contestant]):
         settings = self.plan.settings
         return lambda count, seconds: self.on_now(
-            f"{group}: {count} rounds of {len(racers)} timing servers in {seconds:.0f} s "
+            f"{group}: {count} rounds in {seconds:.0f} s, now of "
+            f"{sum(1 for c in racers if c.alive and not c.settled_after)} of {len(racers)} timing servers "
             f"(at least {settings.rounds}, at most {settings.max_rounds})")
 
     def _end_block(self, members: list[Contestant], base: Contestant | None, twin: Contestant | None,

@@ -6,7 +6,10 @@ second, independent build of the baseline whose ratio to the baseline measures t
 `[run] builds` >= 2 every other contestant is there that many times, each build in its own worker: what varies
 from one build to the next (an autotuner's choice, generated code, buffer placement) is then measured, not left to
 the next run to reveal. After `rounds` rounds, more are added (up to `max_rounds` and `round_extra_s` seconds) while
-a contestant's interval on its ratio to the baseline still straddles the decision threshold.
+a contestant's interval on its ratio to the baseline still straddles the decision threshold. With `settle`, those
+extra rounds visit only the baseline, its twin and the contestants (with their builds) still undecided: one whose
+interval has cleared the threshold leaves for good, so the rounds a question still needs are not stretched by the
+timing of answered ones (and any two contestants of one round group share their first rounds, in order).
 
 The stopping rule needs an interval inside the cell, where only the standard library exists: it uses the
 distribution-free order-statistic interval of a median (binomial tail). It only decides when to stop; every
@@ -49,6 +52,7 @@ class Contestant:
     is_extra_build: bool = False  # one of those: timed in the rounds, stored in the first build's row
     notes: list[str] = field(default_factory=list)  # for its row's timing_notes
     rounds_s: float = 0.0  # wall time of the rounds it took part in (every block)
+    settled_after: int = 0  # with settle: the rounds it took before its interval cleared the threshold (0: never)
 
     @property
     def alive(self) -> bool:
@@ -79,8 +83,9 @@ def straddles(ratios: list[float], threshold: float) -> bool:
 
 class Rounds:
     def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: Settings,
-                 first_round: int = 0, on_round: Callable[[int, float], None] | None = None) -> None:
-        self.contestants, self.baseline, self.settings = contestants, baseline, settings
+                 first_round: int = 0, on_round: Callable[[int, float], None] | None = None,
+                 settle: bool = False) -> None:
+        self.contestants, self.baseline, self.settings, self.settle = contestants, baseline, settings, settle
         self.on_round = on_round or (lambda count, seconds: None)  # progress: rounds so far, seconds so far
         self.random = random.Random(settings.seed + first_round)
         self.first_round = first_round  # round numbers continue across blocks of one group
@@ -101,18 +106,45 @@ class Rounds:
                 break
             if self.count >= self.settings.rounds and time.monotonic() - started > self.settings.round_extra_s:
                 break
+            if self.settle and self.count >= self.settings.rounds:  # an extra round follows: who still needs it
+                self._settle(time.monotonic() - started)
             self._round()
             if self.count % PROGRESS_EVERY == 0:
                 self.on_round(self.count, time.monotonic() - started)
         seconds = time.monotonic() - started
         for c in self.contestants:
-            c.rounds_s += seconds
+            if not c.settled_after:
+                c.rounds_s += seconds
+
+    def _settle(self, seconds: float) -> None:
+        """Each undecided contestant whose interval now clears the threshold leaves the rounds, with its builds."""
+        if self.baseline is None or not self.baseline.alive:
+            return
+        for c in self.contestants:
+            if c is self.baseline or c.is_twin or c.is_extra_build or c.settled_after:
+                continue
+            cohort = [m for m in (c, *c.builds) if m.alive and not m.settled_after]
+            if cohort and (not c.alive or all(self._decided(m) for m in cohort)):  # a failed first build fails the row
+                for m in cohort:
+                    m.settled_after, m.rounds_s = len(m.round_ms), m.rounds_s + seconds
+                if c.alive:
+                    c.notes.append(f"timed in {len(c.round_ms)} rounds: its interval then cleared the threshold "
+                                   "and the extra rounds went on without it")
+
+    def _decided(self, c: Contestant) -> bool:
+        if not c.alive or c.settled_after:
+            return True
+        ratios = paired_ratios(self.baseline, c)
+        return len(ratios) >= 3 and not straddles(ratios, self.settings.min_speedup)
+
+    def _visiting(self) -> list[Contestant]:
+        return [c for c in self._live() if not c.settled_after]
 
     def _live(self) -> list[Contestant]:
         return [c for c in self.contestants if c.alive]
 
     def _round(self) -> None:
-        order = self._live()
+        order = self._visiting()
         self.random.shuffle(order)
         for position, c in enumerate(order):
             rep_ms = burst_ms(c, self.settings)
@@ -137,7 +169,7 @@ class Rounds:
             return False
         if self._noise_above_target():
             return True
-        for c in self._live():
+        for c in self._visiting():
             if c is base or c.is_twin:  # the twin is the noise floor, asked for by noise_target alone
                 continue
             ratios = paired_ratios(base, c)  # this block's rounds and any before
