@@ -142,3 +142,26 @@ def test_a_steady_a_a_offset_is_not_called_noise_that_rounds_remove():
 def test_a_narrow_a_a_floor_needs_no_advice():
     line = _aa_line(frame_of(_paired_baseline([1.0 + 0.002 * (i % 3 - 1) for i in range(30)])))
     assert line.endswith("workload(s))") and "noise_target" not in line and "off the baseline" not in line
+
+
+def test_the_performance_table_says_which_contestants_left_the_extra_rounds():
+    """Contestants that left the extra rounds once decided have fewer rounds than their baseline: the table says how
+    many, after how many rounds; a resumed contestant (its baseline's row from another session) is not counted, and
+    a run where every contestant took every round gets no such line."""
+    import pandas as pd
+
+    from opmatrix.report.performance import rounds_left
+
+    def row(backend, rounds, group, base=True):
+        return {"device": "h200", "workload": "w", "dtype": "float16", "toolchain": "host", "backend": backend,
+                "pairing": "interleaved", "rounds": rounds, "round_group": group,
+                "baseline_round_ms": [] if not base else [1.0] * rounds}
+
+    k = pd.DataFrame([row("torch", 80, "g1", base=False), row("fast", 20, "g1"), row("slow", 35, "g1"),
+                      row("near", 80, "g1"), row("resumed", 20, "g2")])
+    assert rounds_left(k) == ("2 of 4 contestants left the extra rounds once their interval cleared the threshold, "
+                              "after 20–35 rounds (the baseline and its A/A twin: 80 rounds); their intervals are "
+                              "from their own rounds")
+    assert rounds_left(k[k.backend.isin(["torch", "near", "resumed"])]) is None
+    old = pd.DataFrame([row("torch", 20, None, base=False), row("fast", 10, None)])  # stored before round groups
+    assert rounds_left(old) is None

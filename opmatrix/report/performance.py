@@ -72,7 +72,31 @@ def kernel_table(kernel: str, k) -> Section:
             + (BUILDS_NOTE if any(" builds)" in v for v in text) else ""))
     headers = with_toolchain(list(KEYS), "dtype", split) + labels + ["fastest"]
     timers = f"timers: {', '.join(sorted(k.timer.unique()))}"
-    return Section(f"Performance: {kernel}", headers, rows, note, [timers])
+    return Section(f"Performance: {kernel}", headers, rows, note, [timers, *filter(None, [rounds_left(k)])])
+
+
+def rounds_left(k) -> str | None:
+    """Where contestants left the extra rounds once their interval cleared the threshold: how many, and after how
+    many rounds, against the baseline's (every round of its group). Their intervals come from their own rounds."""
+    # rows stored before round groups were cannot say which rounds they shared
+    paired = k[(k.pairing == "interleaved") & k.round_group.fillna("").ne("")]
+    base, rivals = {}, []  # the baseline's rounds by round group (a resumed contestant's partner has no row)
+    for r in paired.itertuples():
+        if not len(r.baseline_round_ms):  # the baseline: in every round of its group(s)
+            base[r.round_group] = r.rounds
+        else:
+            rivals.append(r)
+    left = [r.rounds for r in rivals if r.round_group in base and r.rounds < base[r.round_group]]
+    if not left:
+        return None
+    return (f"{len(left)} of {len(rivals)} contestants left the extra rounds once their interval cleared the "
+            f"threshold, after {_span(left)} rounds (the baseline and its A/A twin: {_span(base.values())} rounds); "
+            "their intervals are from their own rounds")
+
+
+def _span(values) -> str:
+    low, high = int(min(values)), int(max(values))
+    return f"{low}" if low == high else f"{low}–{high}"
 
 
 def timing(hit) -> str:
