@@ -1,7 +1,10 @@
 """TileLang gemm_relu against eager and cuBLASLt on a GPU, in interleaved rounds: the `tile` and `ws` kernels of
 kernels/gemm_relu/tilelang.py, each with T.gemm's two warp policies for a 128x256 block: "square"
 (TileLang's default: each consumer warpgroup 128x128, two m64n128 wgmmas per k-step) and "full_row" (each
-warpgroup 64x256, one m64n256 wgmma, as CUTLASS's Hopper GEMMs do).
+warpgroup 64x256, one m64n256 wgmma, as CUTLASS's Hopper GEMMs do). And one experiment that is not in the kernel
+file: `manual`, a hand-written producer/consumer loop (below) that keeps one wgmma batch in flight and releases a
+shared-memory stage only once the wgmmas reading it are done, which TileLang's automatic pipeline cannot express
+(it releases the stage before `wait_wgmma<1>`: reports/20261201-h200-tilelang-gemm-sweep/NOTES.md).
 
     python3 tools/h200_tilelang_gemm_sweep.py [ROUNDS [WORKLOAD]]   # project root; torch, triton, tilelang
 
@@ -41,7 +44,70 @@ def contestants(dtype: str) -> dict:
         ws = tl._ws_kernel(M, N, K, dtype, sms=sms, **dict(tl._WS_CONFIG, policy=policy))
         out[f"tile/{policy}"] = _call(tilelang.compile(tile, target=target))
         out[f"ws/{policy}"] = _call(tilelang.compile(ws, target=target))
+    out["manual/full_row"] = _call(tilelang.compile(manual_ws(M, N, K, dtype, sms=sms), target=target,
+                                                    pass_configs={"tl.disable_warp_specialized": True}))
     return out
+
+
+def manual_ws(M, N, K, dtype, block_M=128, block_N=256, block_K=64, stages=4, sms=132, group=8):
+    """Persistent, one TMA producer warpgroup and two consumer warpgroups (64x256 each, m64n256 wgmma), `stages`
+    shared-memory stages with a full and an empty mbarrier each. A consumer waits for stage k, issues its wgmmas,
+    waits until at most one batch is in flight (so k-1's are done) and only then releases stage k-1: the tensor
+    cores never wait for the release round trip. Epilogue: relu in registers, stored straight to C."""
+    import tilelang.language as T
+
+    tiles_n, kt = N // block_N, K // block_K
+    tiles = (M // block_M) * tiles_n
+    assert M % (block_M * group) == 0 and N % block_N == 0 and K % block_K == 0, "the sweep's shapes only"
+    waves = -(-tiles // sms)
+
+    def tile_of(tile):  # groups of `group` row tiles walked column by column (L2 reuse of B)
+        return ((tile % (group * tiles_n)) % group + (tile // (group * tiles_n)) * group,
+                (tile % (group * tiles_n)) // group)
+
+    @T.prim_func
+    def gemm_relu(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(sms, threads=384) as cta:
+            A_s = T.alloc_shared((stages, block_M, block_K), dtype)
+            B_s = T.alloc_shared((stages, block_K, block_N), dtype)
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            full = T.alloc_barrier([128] * stages)  # the producer warpgroup's arrivals, plus the TMA bytes
+            empty = T.alloc_barrier([256] * stages)  # both consumer warpgroups' arrivals
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.dec_max_nreg(24)
+                for w in T.serial(waves):
+                    if w * sms + cta < tiles:
+                        bm, bn = tile_of(w * sms + cta)
+                        for ko in T.serial(kt):
+                            it = w * kt + ko
+                            T.barrier_wait(empty[it % stages], ((it // stages) % 2) ^ 1)
+                            T.tma_copy(A[bm * block_M:(bm + 1) * block_M, ko * block_K:(ko + 1) * block_K],
+                                       A_s[it % stages, :, :], barrier=full[it % stages])
+                            T.tma_copy(B[ko * block_K:(ko + 1) * block_K, bn * block_N:(bn + 1) * block_N],
+                                       B_s[it % stages, :, :], barrier=full[it % stages])
+                            T.barrier_arrive(full[it % stages])
+            else:
+                T.inc_max_nreg(240)
+                for w in T.serial(waves):
+                    if w * sms + cta < tiles:
+                        bm, bn = tile_of(w * sms + cta)
+                        T.clear(acc)
+                        for ko in T.serial(kt):
+                            it = w * kt + ko
+                            T.barrier_wait(full[it % stages], (it // stages) % 2)
+                            T.wgmma_gemm(A_s[it % stages, :, :], B_s[it % stages, :, :], acc,
+                                         policy=T.GemmWarpPolicy.FullRow)
+                            T.wait_wgmma(1)
+                            if ko > 0:
+                                T.barrier_arrive(empty[(it - 1) % stages])
+                        T.wait_wgmma(0)
+                        T.barrier_arrive(empty[(w * kt + kt - 1) % stages])
+                        for i, j in T.Parallel(block_M, block_N):
+                            acc[i, j] = T.max(acc[i, j], 0)
+                        T.copy(acc, C[bm * block_M, bn * block_N])
+
+    return gemm_relu
 
 
 def _call(kernel):
