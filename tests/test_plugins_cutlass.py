@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from opmatrix.core.jobs import DeviceInfo, Mode
-from opmatrix.kit import cutlass
+from opmatrix.kit import cutlass, ptxas
 from tests.helpers import copy_plugins, worker_row
 
 STUB = r"""
@@ -81,8 +81,8 @@ def test_a_cubin_keeps_ptxas_report_with_it_in_the_cache(toolchain):
     first, built, report = cutlass.build_cubin(source, ["-O3"])
     again, rebuilt, cached = cutlass.build_cubin(source, ["-O3"])
     assert built and not rebuilt and first == again and first.suffix == ".cubin"
-    assert cached == report and cutlass.ptxas_resources(cached) == {"registers": 168, "spill_bytes": 0}
-    assert cutlass.ptxas_resources("no kernel here") == {}
+    assert cached == report and ptxas.resources(cached) == {"registers": 168, "spill_bytes": 0}
+    assert ptxas.resources("no kernel here") == {}
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="the stand-in nvcc needs a C compiler")
@@ -101,8 +101,6 @@ def test_compile_only_builds_through_a_copied_kernels_folder(toolchain):
 
 
 def test_a_ptxas_report_reads_as_registers_and_spills():
-    from opmatrix.kit import ptxas
-
     report = ("ptxas info    : Function properties for k\n    0 bytes stack frame, 8 bytes spill stores, 4 bytes "
               "spill loads\nptxas info    : Used 168 registers, used 4 barriers")
     assert ptxas.resources(report) == {"registers": 168, "spill_bytes": 12}

@@ -14,7 +14,7 @@ because TMA needs every row stride 16-byte aligned (A's is K, B's and C's is N).
 import ctypes
 from pathlib import Path
 
-from opmatrix.kit import Built, Compiled, Unsupported, cutlass
+from opmatrix.kit import Built, Compiled, Unsupported, cutlass, ptxas
 
 _SOURCE = Path(__file__).with_name("cutlass_gemm_relu.cu")
 _DEVICE_FLAGS = ["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr",
@@ -98,7 +98,7 @@ def compile_for(workload, dtype, device, variant):
     here can run there), never run; ptxas' registers and spills from the build."""
     _check(workload, dtype, device)
     cubin, _, report = cutlass.build_cubin(_SOURCE, _DEVICE_FLAGS)
-    resources = cutlass.ptxas_resources(report)
+    resources = ptxas.resources(report)
     root = cutlass.toolchain()[1]
     used = (f"; ptxas: {resources['registers']} registers, {resources['spill_bytes']} bytes spilled"
             if resources else "")

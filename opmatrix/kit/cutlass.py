@@ -20,7 +20,6 @@ import tempfile
 from pathlib import Path
 
 from opmatrix.incell.plugins import Unavailable
-from opmatrix.kit import ptxas
 
 CACHE_ENV = "OPMATRIX_CUTLASS_CACHE"  # where built libraries are kept (backends/cutlass.py: one per cell)
 
@@ -109,7 +108,7 @@ def build_shared_library(source: Path, flags: list[str]) -> tuple[Path, bool]:
 def build_cubin(source: Path, flags: list[str]) -> tuple[Path, bool, str]:
     """nvcc `source`'s device code alone into a cubin (no host compile: a device no host has can run nothing built
     here, and the host half is the same on every device), with ptxas' resource report. Returns (cubin, built,
-    report): the report is kept beside the cubin, so a cached build still has it (ptxas_resources reads it)."""
+    report): the report is kept beside the cubin, so a cached build still has it (opmatrix.kit.ptxas reads it)."""
     return _build(source, [*flags, "--cubin", "-Xptxas", "-v"], ".cubin")
 
 
@@ -143,5 +142,3 @@ def _build(source: Path, flags: list[str], suffix: str) -> tuple[Path, bool, str
             os.unlink(tmp)
     return target, True, report
 
-
-ptxas_resources = ptxas.resources  # the report of a build above (kept beside its cubin)
