@@ -247,9 +247,8 @@ class CellRunner:
 
     def _round_progress(self, group: str, racers: list[Contestant]):
         settings = self.plan.settings
-        return lambda count, seconds: self.on_now(
-            f"{group}: {count} rounds in {seconds:.0f} s, now of "
-            f"{sum(1 for c in racers if c.alive and not c.settled_after)} of {len(racers)} timing servers "
+        return lambda count, seconds, visiting: self.on_now(
+            f"{group}: {count} rounds in {seconds:.0f} s, now of {visiting} of {len(racers)} timing servers "
             f"(at least {settings.rounds}, at most {settings.max_rounds})")
 
     def _end_block(self, members: list[Contestant], base: Contestant | None, twin: Contestant | None,

@@ -83,10 +83,11 @@ def straddles(ratios: list[float], threshold: float) -> bool:
 
 class Rounds:
     def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: Settings,
-                 first_round: int = 0, on_round: Callable[[int, float], None] | None = None,
+                 first_round: int = 0, on_round: Callable[[int, float, int], None] | None = None,
                  settle: bool = False) -> None:
         self.contestants, self.baseline, self.settings, self.settle = contestants, baseline, settings, settle
-        self.on_round = on_round or (lambda count, seconds: None)  # progress: rounds so far, seconds so far
+        # progress: rounds so far, seconds so far, timing servers the rounds still visit
+        self.on_round = on_round or (lambda count, seconds, visiting: None)
         self.random = random.Random(settings.seed + first_round)
         self.first_round = first_round  # round numbers continue across blocks of one group
         self.count = 0
@@ -110,7 +111,7 @@ class Rounds:
                 self._settle(time.monotonic() - started)
             self._round()
             if self.count % PROGRESS_EVERY == 0:
-                self.on_round(self.count, time.monotonic() - started)
+                self.on_round(self.count, time.monotonic() - started, len(self._visiting()))
         seconds = time.monotonic() - started
         for c in self.contestants:
             if not c.settled_after:
@@ -132,8 +133,6 @@ class Rounds:
                                    "and the extra rounds went on without it")
 
     def _decided(self, c: Contestant) -> bool:
-        if not c.alive or c.settled_after:
-            return True
         ratios = paired_ratios(self.baseline, c)
         return len(ratios) >= 3 and not straddles(ratios, self.settings.min_speedup)
 
