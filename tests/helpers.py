@@ -201,10 +201,6 @@ dtypes = {{ cpu = ["float32"], nvidia = ["float16"] }}
 kernel = "flash_attention"
 variant = "tuned"
 reason = "the same compile-only path as gemm_relu's tuned variant; saves a build"
-[[exclude]]
-kernel = "flash_attention"
-variant = "fa3"
-reason = "an 18 s sm_90a build; its compile is checked where the kernel says (module docstring), not every run"
 """
 
 

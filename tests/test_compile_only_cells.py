@@ -7,6 +7,10 @@ import re
 
 import pytest
 
+from opmatrix import paths
+from opmatrix.core.jobs import DeviceInfo
+from opmatrix.incell import plugins
+from opmatrix.incell.plugins import Unsupported
 from tests.helpers import run_default_style
 
 pytestmark = pytest.mark.integration
@@ -21,6 +25,11 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
     assert attn[("h200", "triton", "default")].status == "compiles"
     assert attn[("h200", "tilelang", "fixed")].status == "compiles"
     assert "sm_90a binary using wgmma" in attn[("h200", "tilelang", "fixed")].error
+    # issue 14's FA3 design: its warp roles written out, and ptxas keeps its wgmmas asynchronous (no C7514), else
+    # the softmax would not run under P V
+    fa3 = attn[("h200", "tilelang", "fa3")]
+    assert fa3.status == "compiles" and "TMA loads, setmaxnreg" in fa3.error, fa3.error
+    assert re.search(r"setmaxnreg, \d+ registers, no spills \(", fa3.error), fa3.error
     df = full[full.kernel == "gemm_relu"]
     got = {(r.device, r.backend, r.variant): r for r in df.itertuples()}
     for device in ("h200", "mi300x"):
@@ -53,3 +62,12 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
         assert section in report
     coverage_row = re.search(r"^\| gemm_relu +\| tilelang\[tile\] +\|(.*)\|$", report, re.MULTILINE)
     assert [c.strip() for c in coverage_row.group(1).split("|")] == ["compiles", "lowers"]
+
+
+def test_the_fa3_flash_attention_refuses_a_gpu_that_is_not_hopper():
+    tl = plugins.load_impl(paths.KERNELS, "flash_attention", "tilelang")
+    workload = plugins.load_spec(paths.KERNELS, "flash_attention").WORKLOADS["b1_h2_s127_d64_causal"]
+    for device in (DeviceInfo("mi300x", "amd", "gfx942", "MI300X"), DeviceInfo("b200", "nvidia", "sm_100", "B200")):
+        for variant in ("fa3", "tuned"):
+            with pytest.raises(Unsupported, match="written for Hopper"):
+                tl.compile_for(workload, "float16", device, variant)

@@ -106,3 +106,15 @@ def test_a_ptxas_report_reads_as_registers_and_spills():
     assert ptxas.resources(report) == {"registers": 168, "spill_bytes": 12}
     assert ptxas.text(ptxas.resources(report)) == ", 168 registers, 12 bytes spilled"
     assert ptxas.text({"registers": 90, "spill_bytes": 0}) == ", 90 registers, no spills" and ptxas.text({}) == ""
+
+
+def test_a_ptxas_report_says_when_ptxas_serialised_the_wgmmas():
+    # ptxas 13.0's words for sm_90a, when a kernel reads a wgmma's accumulators before the wait it could have
+    # overlapped (seen with an unpeeled FA3 loop: kernels/flash_attention/tilelang.py)
+    report = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+              "non wgmma instructions reading accumulator registers of  a wgmma between start and end of the "
+              "pipeline stage in the function 'attention_kernel'\nptxas info    : Function properties for "
+              "attention_kernel\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+              "ptxas info    : Used 168 registers, used 1 barriers, 1024 bytes smem")
+    assert ptxas.resources(report) == {"registers": 168, "spill_bytes": 0, "wgmma_serialized": True}
+    assert ptxas.text(ptxas.resources(report)) == ", 168 registers, no spills, wgmma serialised by ptxas (C7514)"

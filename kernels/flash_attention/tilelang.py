@@ -5,37 +5,38 @@ at their diagonal; columns past the sequence end are masked. GPU only (no CPU lo
 
 Variants:
 - `fixed` (_CONFIG: 128x64 blocks, 2 stages, 256 threads): every K/V block builds its -inf/0 mask before QK^T.
-- `fa3` (issue 14; FA3's choices as TileLang expresses them; _FA3_CONFIG): 128x128 blocks with 256 consumer
-  threads (two wgmma warpgroups of 64 query rows each; TileLang adds a TMA producer warpgroup: 384 threads, its
-  registers split by setmaxnreg), exp2 with log2(e) folded into the scale, fast math (exp2f -> ex2.approx),
-  QK^T with clear_accum (no -inf/0 mask fill before it), and the mask applied after QK^T only where one is
-  needed: a branch uniform per program (k >= the first block that reaches the diagonal, or the ragged last block)
-  around the masking loop, and no mask code at all for non-causal sequences that are a multiple of block_N. The
-  causal loop bound stops at the diagonal, so fully masked blocks are never visited. (Two pipelined loops, one
-  unmasked and one masked, do not compile in TileLang 0.1.15: both re-version the shared K/V stages.) Not (yet)
-  FA3's intra-warpgroup overlap of softmax with the next QK^T through manual T.Pipelined(order=..., stage=...)
-  annotations: a wrong manual schedule is a silent wrong answer and there was no GPU to check one on;
-  TileLang's automatic pipeline (num_stages) schedules the loads.
-  Verified here (no GPU): compile_for builds it for sm_90a, fp16 and bf16, all four H200 workloads; the generated
-  CUDA has 384 threads, wgmma_ss for QK^T and wgmma_rs for PV (P from registers), tl::tma_load for Q/K/V,
-  tl::tma_store for O, setmaxnreg 24/240. On the H200: 0.91-0.94x cuDNN SDPA (reports/*-decide-aa-a, -strong-flash).
+- `fa3` (issue 14): FlashAttention-3's Hopper design, its warp roles written out (TileLang 0.1.15 has no
+  annotation for the schedule: the `T.Pipelined(order=, stage=)` examples that expressed it were removed with its
+  automatic producer/consumer warp specialisation, and given such annotations its loop is still emitted in program
+  order, checked for sm_90a). 384 threads: a TMA producer warpgroup (24 registers by setmaxnreg) loads Q once
+  and K/V blocks into two stages guarded by full/empty mbarriers; two consumer warpgroups (240 registers) of 64
+  query rows each. Intra-warpgroup overlap: per block k a consumer issues S = Q K_k^T and O += P_{k-1} V_{k-1}
+  (T.wgmma_gemm, P from registers), waits for the first only (T.wait_wgmma(1)), runs block k's mask and online
+  softmax on the CUDA cores while the tensor cores finish P V, then waits, rescales O and converts S to P.
+  Ping-pong: named barriers make the two warpgroups take turns issuing, so one's softmax runs under the other's
+  GEMMs. exp2 with log2(e) folded into the scale, fast math; the mask only on blocks that need one (a branch
+  uniform per program); the causal loop stops at the diagonal. K/V blocks of 128 columns, 176 with a causal mask
+  (_fa3_config). Built with TileLang's own warp specialisation off (the roles are written out).
+  Causal programs run the longest query blocks first (`lpt`: +1-2 % on the causal 8192-token shape).
+  On the H200 against cuDNN's SDPA, paired rounds: 0.96-1.06x, 492-599 TFLOP/s (reports/20261201-h200-flash-fa3-b);
+  the design it replaced (TileLang's automatic warp specialisation, no overlap): 0.85-0.91x in the same sweep
+  (reports/20261201-h200-tilelang-flash-sweep).
 - `tuned`: TileLang's autotuner picks per workload (opmatrix.kit.tune tunes twice and records whether the choice
-  held), fast math for every candidate. Search space (_TUNE_SPACE): the `fixed` design at block_M 64/128 x
-  block_N 64/128 x 1/2 stages (threads 128 for 64-row blocks, else 256): larger blocks feed wgmma better, smaller
-  ones spill less and fill 132 SMs at batch 1; plus the `fa3` design at 128x128 (1, 2 stages) and 128x64 (2
-  stages). 11 configurations. compile_for builds `fixed`'s configuration.
+  held) among `fa3`'s design choices (_TUNE_SPACE): K/V blocks of 128 or 176 columns (wider blocks issue fewer,
+  larger wgmmas and cross the causal diagonal less often; a sequence not a multiple of 176 gets a masked ragged
+  block), 2 or 3 K/V stages at 128 columns (3 x 2 x 32 KiB + Q fit the 227 KiB of shared memory; 176 columns fit
+  only 2), ping-pong on or off. 6 configurations. compile_for builds `fa3`'s configuration.
 """
 from opmatrix.kit import Built, Unsupported, aot, load_spec, tune
 
 spec = load_spec(__file__)
 VARIANTS = ("fixed", "fa3", "tuned")
 _CONFIG = {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 256}
-_FA3_CONFIG = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
-_TUNE_SPACE = ([dict(split=False, block_M=bm, block_N=bn, num_stages=st, threads=128 if bm == 64 else 256)
-                for bm in (64, 128) for bn in (64, 128) for st in (1, 2)]
-               + [dict(split=True, block_M=128, block_N=bn, num_stages=st, threads=256)
-                  for bn, st in ((128, 2), (128, 1), (64, 2))])
-_FAST_MATH = {"tl.enable_fast_math": True}
+_TUNE_SPACE = [dict(block_N=bn, stages=st, pingpong=pp) for bn, st in ((128, 2), (128, 3), (176, 2))
+               for pp in (False, True)]
+# fast math (exp2f -> ex2.approx); TileLang's own warp specialisation off: `fa3` writes its warp roles out
+_FA3_PASSES = {"tl.enable_fast_math": True, "tl.disable_warp_specialized": True}
+_TURN = 3  # named barriers 3 and 4: "consumer warpgroup 0's / 1's turn to issue" (0 is __syncthreads)
 _LOG2E = 1.4426950408889634
 
 
@@ -99,7 +100,18 @@ def _kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_stages,
     return attention
 
 
-def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_stages, threads):
+def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong, lpt=False, block_M=128):
+    """One TMA producer warpgroup (Q once; K and V blocks into `stages` stages, each with a full and an empty
+    mbarrier) and two consumer warpgroups of 64 query rows each. Per block k the consumers issue S = Q K_k^T and
+    then O += P_{k-1} V_{k-1} (P from registers), wait for the first (wait_wgmma(1)), run the masking and the online
+    softmax of block k while the second is in flight, then wait for it, rescale O and convert S to P. The first
+    block is peeled: a loop whose first trip issues one batch and its others two makes ptxas serialise every wgmma
+    (C7514; tests/test_compile_only_cells.py builds it for sm_90a and reads ptxas' report).
+    `pingpong`: FA3's scheduling between the two consumer warpgroups on top: a warpgroup issues its wgmmas only
+    after the other has issued its own (two named barriers, bar.sync / bar.arrive), so one warpgroup's softmax
+    runs while the other's GEMMs hold the tensor cores.
+    `lpt`: query blocks launch in reverse order, the longest causal rows first, so the grid's last wave holds
+    the short ones (FA3's longest-processing-time-first order, here as the launch order)."""
     import tilelang.language as T
 
     shape = (batch, heads, seq, dim)
@@ -107,15 +119,36 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_sta
     neg_inf = -T.infinity("float32")
     n_blocks = -(-seq // block_N)
     needs_mask = causal or seq % block_N != 0
+    full_row = T.GemmWarpPolicy.FullRow
+
+    @T.macro
+    def softmax(k, bx, S, m, m_prev, alpha, row_sum, total):
+        if needs_mask:
+            first_masked = bx * block_M // block_N if causal else n_blocks - 1
+            if k >= first_masked:  # uniform per program: the diagonal (causal) or the ragged last block only
+                for i, j in T.Parallel(block_M, block_N):
+                    keep = k * block_N + j < seq
+                    if causal:
+                        keep = keep and (bx * block_M + i >= k * block_N + j)
+                    S[i, j] = T.if_then_else(keep, S[i, j], neg_inf)
+        T.copy(m, m_prev)
+        T.reduce_max(S, m, dim=1, clear=False)
+        for i in T.Parallel(block_M):
+            alpha[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+        for i, j in T.Parallel(block_M, block_N):
+            S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+        T.reduce_sum(S, row_sum, dim=1)
+        for i in T.Parallel(block_M):
+            total[i] = total[i] * alpha[i] + row_sum[i]
 
     @T.prim_func
     def attention(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
                   O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq, block_M), heads, batch, threads=threads) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq, block_M), heads, batch, threads=384) as (launch_x, by, bz):
+            bx = T.ceildiv(seq, block_M) - 1 - launch_x if lpt else launch_x  # lpt: the longest causal rows first
             Q_s = T.alloc_shared((block_M, dim), dtype)
-            K_s = T.alloc_shared((block_N, dim), dtype)
-            V_s = T.alloc_shared((block_N, dim), dtype)
-            O_s = T.alloc_shared((block_M, dim), dtype)
+            K_s = T.alloc_shared((stages, block_N, dim), dtype)
+            V_s = T.alloc_shared((stages, block_N, dim), dtype)
             S = T.alloc_fragment((block_M, block_N), "float32")
             P = T.alloc_fragment((block_M, block_N), dtype)
             acc = T.alloc_fragment((block_M, dim), "float32")
@@ -124,45 +157,76 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_sta
             alpha = T.alloc_fragment((block_M,), "float32")
             row_sum = T.alloc_fragment((block_M,), "float32")
             total = T.alloc_fragment((block_M,), "float32")
-
-            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], Q_s)
-            T.fill(acc, 0)
-            T.fill(total, 0)
-            T.fill(m, neg_inf)
-            if causal:  # blocks wholly left of this query block's first row need no mask; stop at the diagonal
-                unmasked = bx * block_M // block_N
-                steps = T.min(n_blocks, T.ceildiv((bx + 1) * block_M, block_N))
-            else:  # only a ragged last block needs the sequence mask
-                unmasked = n_blocks if seq % block_N == 0 else n_blocks - 1
-                steps = n_blocks
-            for k in T.Pipelined(steps, num_stages=num_stages):
-                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], K_s)
-                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
-                if needs_mask:
-                    if k >= unmasked:  # uniform per program: the diagonal (causal) or ragged last block only
-                        for i, j in T.Parallel(block_M, block_N):
-                            keep = k * block_N + j < seq
-                            if causal:
-                                keep = keep and (bx * block_M + i >= k * block_N + j)
-                            S[i, j] = T.if_then_else(keep, S[i, j], neg_inf)
-                T.copy(m, m_prev)
-                T.reduce_max(S, m, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    alpha[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-                for i, j in T.Parallel(block_M, dim):
-                    acc[i, j] *= alpha[i]
-                for i, j in T.Parallel(block_M, block_N):
-                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-                T.reduce_sum(S, row_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    total[i] = total[i] * alpha[i] + row_sum[i]
+            q_full = T.alloc_barrier([128])
+            k_full = T.alloc_barrier([128] * stages)  # the producer warpgroup's arrivals, plus the TMA bytes
+            v_full = T.alloc_barrier([128] * stages)
+            k_empty = T.alloc_barrier([256] * stages)  # both consumer warpgroups' arrivals
+            v_empty = T.alloc_barrier([256] * stages)
+            tx = T.get_thread_binding()
+            steps = T.min(n_blocks, T.ceildiv((bx + 1) * block_M, block_N)) if causal else n_blocks
+            wg = (tx - 128) // 128  # consumer warpgroup 0 or 1 (the producer's value is never used)
+            if tx < 128:
+                T.dec_max_nreg(24)
+                T.tma_copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], Q_s, barrier=q_full[0])
+                T.barrier_arrive(q_full[0])
+                for k in T.serial(steps):
+                    T.barrier_wait(k_empty[k % stages], ((k // stages) % 2) ^ 1)
+                    T.tma_copy(K[bz, by, k * block_N:(k + 1) * block_N, :], K_s[k % stages, :, :],
+                               barrier=k_full[k % stages])
+                    T.barrier_arrive(k_full[k % stages])
+                    T.barrier_wait(v_empty[k % stages], ((k // stages) % 2) ^ 1)
+                    T.tma_copy(V[bz, by, k * block_N:(k + 1) * block_N, :], V_s[k % stages, :, :],
+                               barrier=v_full[k % stages])
+                    T.barrier_arrive(v_full[k % stages])
+            else:
+                T.inc_max_nreg(240)
+                T.fill(acc, 0)
+                T.fill(total, 0)
+                T.fill(m, neg_inf)
+                T.barrier_wait(q_full[0], 0)
+                T.barrier_wait(k_full[0], 0)
+                if pingpong:
+                    if wg == 1:  # warpgroup 0 issues first
+                        T.named_barrier_arrive(_TURN, 256)
+                    T.sync_threads(_TURN + wg, 256)
+                T.wgmma_gemm(Q_s, K_s[0, :, :], S, transpose_B=True, clear_accum=True, policy=full_row)
+                if pingpong:
+                    T.named_barrier_arrive(_TURN + 1 - wg, 256)
+                T.wait_wgmma(0)
+                T.barrier_arrive(k_empty[0])
+                softmax(0, bx, S, m, m_prev, alpha, row_sum, total)
                 T.copy(S, P)
-                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], V_s)
-                T.gemm(P, V_s, acc, policy=T.GemmWarpPolicy.FullRow)
-            for i, j in T.Parallel(block_M, dim):
-                acc[i, j] /= total[i]
-            T.copy(acc, O_s)
-            T.copy(O_s, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+                for k in T.serial(1, steps):
+                    T.barrier_wait(k_full[k % stages], (k // stages) % 2)
+                    T.barrier_wait(v_full[(k - 1) % stages], ((k - 1) // stages) % 2)
+                    if pingpong:
+                        T.sync_threads(_TURN + wg, 256)
+                    T.wgmma_gemm(Q_s, K_s[k % stages, :, :], S, transpose_B=True, clear_accum=True,
+                                 policy=full_row)
+                    T.wgmma_gemm(P, V_s[(k - 1) % stages, :, :], acc, policy=full_row)
+                    if pingpong:
+                        T.named_barrier_arrive(_TURN + 1 - wg, 256)
+                    T.wait_wgmma(1)  # S is done; P V may still run
+                    T.barrier_arrive(k_empty[k % stages])
+                    softmax(k, bx, S, m, m_prev, alpha, row_sum, total)
+                    T.wait_wgmma(0)  # P V is done: P and O may be rewritten, V's stage released
+                    T.barrier_arrive(v_empty[(k - 1) % stages])
+                    for i, j in T.Parallel(block_M, dim):
+                        acc[i, j] *= alpha[i]
+                    T.copy(S, P)
+                last = steps - 1
+                T.barrier_wait(v_full[last % stages], (last // stages) % 2)
+                if pingpong:
+                    T.sync_threads(_TURN + wg, 256)
+                T.wgmma_gemm(P, V_s[last % stages, :, :], acc, policy=full_row)
+                if pingpong:
+                    if wg == 0:  # warpgroup 1's last turn; its own last arrival would have no taker
+                        T.named_barrier_arrive(_TURN + 1, 256)
+                T.wait_wgmma(0)
+                T.barrier_arrive(v_empty[last % stages])
+                for i, j in T.Parallel(block_M, dim):
+                    acc[i, j] /= total[i]
+                T.copy(acc, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
 
     return attention
 
@@ -172,17 +236,31 @@ def _func(workload, dtype):
                    dtype, **_CONFIG)
 
 
-def _fa3_func(workload, dtype):
+def _fa3_config(workload) -> dict:
+    """FA3's choices for head_dim 128 as measured on the H200 (reports/20261201-h200-tilelang-flash-sweep):
+    128-column K/V blocks without a causal mask (176 was 2-5 % slower there), 176 with one (+1-4 %); two K/V
+    stages; ping-pong between the consumer warpgroups (no gain or loss measured); causal programs longest first."""
+    causal = workload["causal"]
+    return {"block_N": 176 if causal else 128, "stages": 2, "pingpong": True, "lpt": causal}
+
+
+def _fa3_func(workload, dtype, config):
     return _fa3_kernel(workload["batch"], workload["heads"], workload["seq"], workload["head_dim"],
-                       workload["causal"], dtype, **_FA3_CONFIG)
+                       workload["causal"], dtype, **config)
 
 
 def _tuning_program(batch, heads, seq, dim, causal, dtype):
-    def attention_program(split=False, block_M=128, block_N=64, num_stages=2, threads=256):
-        return (_fa3_kernel if split else _kernel)(batch, heads, seq, dim, causal, dtype, block_M, block_N,
-                                                   num_stages, threads)
+    """Scalars only: TileLang's autotuner keys its cache on the closure's contents and refuses a dict."""
+    def attention_program(block_N=128, stages=2, pingpong=True):
+        return _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong)
 
     return attention_program
+
+
+def _require_hopper(device, variant) -> None:
+    if device.vendor != "nvidia" or device.arch != "sm_90":
+        raise Unsupported(f"`{variant}` is written for Hopper (sm_90a): wgmma, TMA and setmaxnreg; "
+                          f"`fixed` is the portable kernel")
 
 
 def build(workload, dtype, device, variant):
@@ -193,17 +271,20 @@ def build(workload, dtype, device, variant):
     if dtype == "float32":
         raise Unsupported("the tensor-core kernel takes fp16/bf16 inputs")
     target = aot.tilelang_target(device)
-    if variant == "tuned":
-        program = _tuning_program(workload["batch"], workload["heads"], workload["seq"], workload["head_dim"],
-                                  workload["causal"], dtype)
-        kernel, record = tune.tilelang_autotune(program, _TUNE_SPACE, target, pass_configs=_FAST_MATH)
-        config = dict(record, target=target, fast_math=True)
-    elif variant == "fa3":
-        kernel = tilelang.compile(_fa3_func(workload, dtype), target=target, pass_configs=_FAST_MATH)
-        config = dict(_FA3_CONFIG, target=target, fast_math=True)
-    else:
+    if variant == "fixed":
         kernel = tilelang.compile(_func(workload, dtype), target=target)
         config = dict(_CONFIG, target=target)
+    elif variant == "tuned":
+        _require_hopper(device, variant)
+        program = _tuning_program(workload["batch"], workload["heads"], workload["seq"], workload["head_dim"],
+                                  workload["causal"], dtype)
+        kernel, record = tune.tilelang_autotune(program, _TUNE_SPACE, target, pass_configs=_FA3_PASSES)
+        config = dict(record, target=target, fast_math=True)
+    else:
+        _require_hopper(device, variant)
+        fa3 = _fa3_config(workload)
+        kernel = tilelang.compile(_fa3_func(workload, dtype, fa3), target=target, pass_configs=_FA3_PASSES)
+        config = dict(fa3, target=target, fast_math=True)
 
     def attention(q, k, v, out):
         kernel(q, k, v, out)
@@ -212,9 +293,12 @@ def build(workload, dtype, device, variant):
 
 
 def compile_for(workload, dtype, device, variant):
+    """`fixed` for any GPU target; `fa3` and `tuned` (the tuner needs the GPU: `fa3`'s configuration) for Hopper."""
     if dtype == "float32":
         raise Unsupported("the tensor-core kernel takes fp16/bf16 inputs")
-    if variant == "fa3":
-        return aot.tilelang_compile_for(_fa3_func(workload, dtype), device, dict(_FA3_CONFIG, fast_math=True),
-                                        pass_configs=_FAST_MATH)
-    return aot.tilelang_compile_for(_func(workload, dtype), device, _CONFIG)
+    if variant == "fixed":
+        return aot.tilelang_compile_for(_func(workload, dtype), device, _CONFIG)
+    _require_hopper(device, variant)
+    fa3 = _fa3_config(workload)
+    return aot.tilelang_compile_for(_fa3_func(workload, dtype, fa3), device, dict(fa3, fast_math=True),
+                                    pass_configs=_FA3_PASSES)
