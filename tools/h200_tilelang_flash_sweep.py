@@ -4,7 +4,7 @@ one block's softmax with the previous block's P V, ping-pong between the consume
 each built with the kernel's own `_fa3_kernel`, and optionally the committed variants themselves.
 
     python3 tools/h200_tilelang_flash_sweep.py [ROUNDS [WORKLOAD ...]] [--designs A,B] [--variants fa3]
-        [--persistent]                        # project root; torch, triton, tilelang
+                                              # project root; torch, triton, tilelang
 
 Timed like opmatrix's cells time rows (triton's do_bench, L2 flushed, median of a burst); each round visits every
 contestant of a (workload, dtype) in a fresh shuffled order, and the speed-up is the median per-round ratio to
@@ -37,135 +37,14 @@ DESIGNS = {"overlap": {"block_N": 128, "stages": 2, "pingpong": False},
            "pingpong128-lpt": {"block_N": 128, "stages": 2, "pingpong": True, "lpt": True}}
 
 
-def persistent_kernel(batch, heads, seq, dim, dtype, block_N=128, stages=2, sms=132, block_M=128):
-    """Experiment, non-causal only: `fa3`'s overlapped consumer loop in a persistent kernel. One CTA per SM walks
-    the (query block, head, batch) tiles round-robin; the producer loads the next tile's Q (a q_empty mbarrier
-    says the consumers' last QK^T is done) and its first K/V blocks while the consumers finish the current tile's
-    last P V and store O. The K/V stage counter runs on across tiles (n_blocks per tile)."""
-    import tilelang.language as T
-
-    tl = plugins.load_impl(paths.KERNELS, "flash_attention", "tilelang")
-    shape = (batch, heads, seq, dim)
-    scale = SPEC.softmax_scale(dim) * tl._LOG2E
-    neg_inf = -T.infinity("float32")
-    n_q, n_blocks = -(-seq // block_M), -(-seq // block_N)
-    tiles = n_q * heads * batch
-    waves = -(-tiles // sms)
-    ragged = seq % block_N != 0
-    full_row = T.GemmWarpPolicy.FullRow
-
-    @T.macro
-    def softmax(k, S, m, m_prev, alpha, row_sum, total):
-        if ragged:
-            if k == n_blocks - 1:
-                for i, j in T.Parallel(block_M, block_N):
-                    S[i, j] = T.if_then_else(k * block_N + j < seq, S[i, j], neg_inf)
-        T.copy(m, m_prev)
-        T.reduce_max(S, m, dim=1, clear=False)
-        for i in T.Parallel(block_M):
-            alpha[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-        for i, j in T.Parallel(block_M, block_N):
-            S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-        T.reduce_sum(S, row_sum, dim=1)
-        for i in T.Parallel(block_M):
-            total[i] = total[i] * alpha[i] + row_sum[i]
-
-    @T.prim_func
-    def attention(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
-                  O: T.Tensor(shape, dtype)):
-        with T.Kernel(sms, threads=384) as cta:
-            Q_s = T.alloc_shared((block_M, dim), dtype)
-            K_s = T.alloc_shared((stages, block_N, dim), dtype)
-            V_s = T.alloc_shared((stages, block_N, dim), dtype)
-            S = T.alloc_fragment((block_M, block_N), "float32")
-            P = T.alloc_fragment((block_M, block_N), dtype)
-            acc = T.alloc_fragment((block_M, dim), "float32")
-            m = T.alloc_fragment((block_M,), "float32")
-            m_prev = T.alloc_fragment((block_M,), "float32")
-            alpha = T.alloc_fragment((block_M,), "float32")
-            row_sum = T.alloc_fragment((block_M,), "float32")
-            total = T.alloc_fragment((block_M,), "float32")
-            q_full = T.alloc_barrier([128])
-            q_empty = T.alloc_barrier([256])
-            k_full = T.alloc_barrier([128] * stages)
-            v_full = T.alloc_barrier([128] * stages)
-            k_empty = T.alloc_barrier([256] * stages)
-            v_empty = T.alloc_barrier([256] * stages)
-            tx = T.get_thread_binding()
-            if tx < 128:
-                T.dec_max_nreg(24)
-                for w in T.serial(waves):
-                    if w * sms + cta < tiles:
-                        t = w * sms + cta
-                        bx, by, bz = t % n_q, (t // n_q) % heads, t // (n_q * heads)
-                        T.barrier_wait(q_empty[0], (w % 2) ^ 1)
-                        T.tma_copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], Q_s, barrier=q_full[0])
-                        T.barrier_arrive(q_full[0])
-                        for k in T.serial(n_blocks):
-                            it = w * n_blocks + k
-                            T.barrier_wait(k_empty[it % stages], ((it // stages) % 2) ^ 1)
-                            T.tma_copy(K[bz, by, k * block_N:(k + 1) * block_N, :], K_s[it % stages, :, :],
-                                       barrier=k_full[it % stages])
-                            T.barrier_arrive(k_full[it % stages])
-                            T.barrier_wait(v_empty[it % stages], ((it // stages) % 2) ^ 1)
-                            T.tma_copy(V[bz, by, k * block_N:(k + 1) * block_N, :], V_s[it % stages, :, :],
-                                       barrier=v_full[it % stages])
-                            T.barrier_arrive(v_full[it % stages])
-            else:
-                T.inc_max_nreg(240)
-                for w in T.serial(waves):
-                    if w * sms + cta < tiles:
-                        t = w * sms + cta
-                        bx, by, bz = t % n_q, (t // n_q) % heads, t // (n_q * heads)
-                        base = w * n_blocks
-                        T.fill(acc, 0)
-                        T.fill(total, 0)
-                        T.fill(m, neg_inf)
-                        T.barrier_wait(q_full[0], w % 2)
-                        T.barrier_wait(k_full[base % stages], (base // stages) % 2)
-                        T.wgmma_gemm(Q_s, K_s[base % stages, :, :], S, transpose_B=True, clear_accum=True,
-                                     policy=full_row)
-                        T.wait_wgmma(0)
-                        T.barrier_arrive(k_empty[base % stages])
-                        softmax(0, S, m, m_prev, alpha, row_sum, total)
-                        T.copy(S, P)
-                        for k in T.serial(1, n_blocks):
-                            it = base + k
-                            T.barrier_wait(k_full[it % stages], (it // stages) % 2)
-                            T.barrier_wait(v_full[(it - 1) % stages], ((it - 1) // stages) % 2)
-                            T.wgmma_gemm(Q_s, K_s[it % stages, :, :], S, transpose_B=True, clear_accum=True,
-                                         policy=full_row)
-                            T.wgmma_gemm(P, V_s[(it - 1) % stages, :, :], acc, policy=full_row)
-                            T.wait_wgmma(1)
-                            T.barrier_arrive(k_empty[it % stages])
-                            softmax(k, S, m, m_prev, alpha, row_sum, total)
-                            T.wait_wgmma(0)
-                            T.barrier_arrive(v_empty[(it - 1) % stages])
-                            for i, j in T.Parallel(block_M, dim):
-                                acc[i, j] *= alpha[i]
-                            T.copy(S, P)
-                        T.barrier_arrive(q_empty[0])  # every QK^T of this tile is done: Q_s may be reloaded
-                        last = base + n_blocks - 1
-                        T.barrier_wait(v_full[last % stages], (last // stages) % 2)
-                        T.wgmma_gemm(P, V_s[last % stages, :, :], acc, policy=full_row)
-                        T.wait_wgmma(0)
-                        T.barrier_arrive(v_empty[last % stages])
-                        for i, j in T.Parallel(block_M, dim):
-                            acc[i, j] /= total[i]
-                        T.copy(acc, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
-
-    return attention
-
-
 def _compiled(kernel):
     def attention(q, k, v, o):
         kernel(q, k, v, o)
     return attention
 
 
-def contestants(workload: dict, dtype: str, designs=tuple(DESIGNS), variants=(), persistent=False) -> dict:
-    """cuDNN, the committed TileLang `variants`, one kernel per named design of DESIGNS and, for a sequence
-    without a causal mask, the persistent experiment."""
+def contestants(workload: dict, dtype: str, designs=tuple(DESIGNS), variants=()) -> dict:
+    """cuDNN, the committed TileLang `variants` and one kernel per named design of DESIGNS."""
     import tilelang
 
     tl = plugins.load_impl(paths.KERNELS, "flash_attention", "tilelang")
@@ -176,12 +55,6 @@ def contestants(workload: dict, dtype: str, designs=tuple(DESIGNS), variants=(),
     for name in designs:
         out[f"design/{name}"] = _compiled(tilelang.compile(tl._fa3_func(workload, dtype, DESIGNS[name]),
                                                            target=target, pass_configs=tl._FA3_PASSES))
-    if persistent and not workload["causal"]:
-        w = workload
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        out["experiment/persistent"] = _compiled(tilelang.compile(
-            persistent_kernel(w["batch"], w["heads"], w["seq"], w["head_dim"], dtype, sms=sms), target=target,
-            pass_configs=tl._FA3_PASSES))
     return out
 
 
@@ -238,10 +111,9 @@ def main() -> None:
     parser.add_argument("workloads", nargs="*", default=TIMED)
     parser.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated names of DESIGNS ('' none)")
     parser.add_argument("--variants", default="", help="committed TileLang variants too, e.g. fa3,tuned")
-    parser.add_argument("--persistent", action="store_true", help="the persistent experiment (non-causal)")
     args = parser.parse_args()
     choice = {"designs": [d for d in args.designs.split(",") if d],
-              "variants": [v for v in args.variants.split(",") if v], "persistent": args.persistent}
+              "variants": [v for v in args.variants.split(",") if v]}
     check_small(choice)
     for name in args.workloads:
         for dtype in ("float16", "bfloat16"):
