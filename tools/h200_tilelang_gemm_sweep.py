@@ -4,7 +4,9 @@ kernels/gemm_relu/tilelang.py, each with T.gemm's two warp policies for a 128x25
 warpgroup 64x256, one m64n256 wgmma, as CUTLASS's Hopper GEMMs do). And one experiment that is not in the kernel
 file: `manual`, a hand-written producer/consumer loop (below) that keeps one wgmma batch in flight and releases a
 shared-memory stage only once the wgmmas reading it are done, which TileLang's automatic pipeline cannot express
-(it releases the stage before `wait_wgmma<1>`: reports/20261201-h200-tilelang-gemm-sweep/NOTES.md).
+(it releases the stage before `wait_wgmma<1>`: reports/20261201-h200-tilelang-gemm-sweep/NOTES.md), in two
+forms: `manual/full_row` stores C from registers (measured: no gain over `ws`), `manual/tma_store` stores it with
+an asynchronous TMA store that the next tile's main loop runs under (built for sm_90a here, not yet run).
 
     python3 tools/h200_tilelang_gemm_sweep.py [ROUNDS [WORKLOAD]]   # project root; torch, triton, tilelang
 
@@ -44,16 +46,25 @@ def contestants(dtype: str) -> dict:
         ws = tl._ws_kernel(M, N, K, dtype, sms=sms, **dict(tl._WS_CONFIG, policy=policy))
         out[f"tile/{policy}"] = _call(tilelang.compile(tile, target=target))
         out[f"ws/{policy}"] = _call(tilelang.compile(ws, target=target))
-    out["manual/full_row"] = _call(tilelang.compile(manual_ws(M, N, K, dtype, sms=sms), target=target,
-                                                    pass_configs={"tl.disable_warp_specialized": True}))
+    manual = {"manual/full_row": {}, "manual/tma_store": {"stages": 3, "tma_store": True}}
+    for name, options in manual.items():
+        out[name] = _call(tilelang.compile(manual_ws(M, N, K, dtype, sms=sms, **options), target=target,
+                                           pass_configs={"tl.disable_warp_specialized": True}))
     return out
 
 
-def manual_ws(M, N, K, dtype, block_M=128, block_N=256, block_K=64, stages=4, sms=132, group=8):
+_CONSUMERS = 1  # named barrier 1: the two consumer warpgroups only (0 is __syncthreads)
+
+
+def manual_ws(M, N, K, dtype, block_M=128, block_N=256, block_K=64, stages=4, sms=132, group=8, tma_store=False):
     """Persistent, one TMA producer warpgroup and two consumer warpgroups (64x256 each, m64n256 wgmma), `stages`
     shared-memory stages with a full and an empty mbarrier each. A consumer waits for stage k, issues its wgmmas,
     waits until at most one batch is in flight (so k-1's are done) and only then releases stage k-1: the tensor
-    cores never wait for the release round trip. Epilogue: relu in registers, stored straight to C."""
+    cores never wait for the release round trip. Epilogue: relu in registers, stored straight to C; or, with
+    `tma_store`, written to a shared tile that one TMA store copies out while the consumers go on to the next
+    tile's main loop (T.tma_copy's store does not wait; the next epilogue waits until the store has read the
+    tile, `cp.async.bulk.wait_group.read`). TileLang's own epilogue (`ws`) waits right after its store. The
+    128x256 output tile takes 64 KiB of shared memory: 3 stages then, not 4."""
     import tilelang.language as T
 
     tiles_n, kt = N // block_N, K // block_K
@@ -73,6 +84,7 @@ def manual_ws(M, N, K, dtype, block_M=128, block_N=256, block_K=64, stages=4, sm
             acc = T.alloc_fragment((block_M, block_N), "float32")
             full = T.alloc_barrier([128] * stages)  # the producer warpgroup's arrivals, plus the TMA bytes
             empty = T.alloc_barrier([256] * stages)  # both consumer warpgroups' arrivals
+            C_s = T.alloc_shared((block_M, block_N), dtype) if tma_store else None
             tx = T.get_thread_binding()
             if tx < 128:
                 T.dec_max_nreg(24)
@@ -105,7 +117,17 @@ def manual_ws(M, N, K, dtype, block_M=128, block_N=256, block_K=64, stages=4, sm
                         T.barrier_arrive(empty[(w * kt + kt - 1) % stages])
                         for i, j in T.Parallel(block_M, block_N):
                             acc[i, j] = T.max(acc[i, j], 0)
-                        T.copy(acc, C[bm * block_M, bn * block_N])
+                        if tma_store:
+                            T.tma_store_wait(0)  # the previous tile's store has read C_s (a no-op for the others)
+                            T.sync_threads(_CONSUMERS, 256)
+                            T.copy(acc, C_s)
+                            T.fence_proxy_async()  # the tile's writes, seen by the TMA unit
+                            T.sync_threads(_CONSUMERS, 256)
+                            T.tma_copy(C_s, C[bm * block_M:(bm + 1) * block_M, bn * block_N:(bn + 1) * block_N])
+                        else:
+                            T.copy(acc, C[bm * block_M, bn * block_N])
+                if tma_store:
+                    T.tma_store_wait(0)  # the last store has read C_s before the CTA's shared memory goes
 
     return gemm_relu
 
