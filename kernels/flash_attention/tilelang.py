@@ -141,6 +141,19 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong
         for i in T.Parallel(block_M):
             total[i] = total[i] * alpha[i] + row_sum[i]
 
+    @T.macro
+    def await_turn(wg):  # ping-pong: wait until the other consumer warpgroup has issued its wgmmas
+        if pingpong:
+            T.sync_threads(_TURN + wg, 256)
+
+    @T.macro
+    def pass_turn(wg, last=False):  # ping-pong: the other warpgroup may issue now
+        if pingpong:
+            if not last:
+                T.named_barrier_arrive(_TURN + 1 - wg, 256)
+            elif wg == 0:  # warpgroup 1's last turn; its own last arrival would have no taker
+                T.named_barrier_arrive(_TURN + 1, 256)
+
     @T.prim_func
     def attention(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
                   O: T.Tensor(shape, dtype)):
@@ -188,10 +201,9 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong
                 if pingpong:
                     if wg == 1:  # warpgroup 0 issues first
                         T.named_barrier_arrive(_TURN, 256)
-                    T.sync_threads(_TURN + wg, 256)
+                await_turn(wg)
                 T.wgmma_gemm(Q_s, K_s[0, :, :], S, transpose_B=True, clear_accum=True, policy=full_row)
-                if pingpong:
-                    T.named_barrier_arrive(_TURN + 1 - wg, 256)
+                pass_turn(wg)
                 T.wait_wgmma(0)
                 T.barrier_arrive(k_empty[0])
                 softmax(0, bx, S, m, m_prev, alpha, row_sum, total)
@@ -199,13 +211,11 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong
                 for k in T.serial(1, steps):
                     T.barrier_wait(k_full[k % stages], (k // stages) % 2)
                     T.barrier_wait(v_full[(k - 1) % stages], ((k - 1) // stages) % 2)
-                    if pingpong:
-                        T.sync_threads(_TURN + wg, 256)
+                    await_turn(wg)
                     T.wgmma_gemm(Q_s, K_s[k % stages, :, :], S, transpose_B=True, clear_accum=True,
                                  policy=full_row)
                     T.wgmma_gemm(P, V_s[(k - 1) % stages, :, :], acc, policy=full_row)
-                    if pingpong:
-                        T.named_barrier_arrive(_TURN + 1 - wg, 256)
+                    pass_turn(wg)
                     T.wait_wgmma(1)  # S is done; P V may still run
                     T.barrier_arrive(k_empty[k % stages])
                     softmax(k, bx, S, m, m_prev, alpha, row_sum, total)
@@ -216,12 +226,9 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong
                     T.copy(S, P)
                 last = steps - 1
                 T.barrier_wait(v_full[last % stages], (last // stages) % 2)
-                if pingpong:
-                    T.sync_threads(_TURN + wg, 256)
+                await_turn(wg)
                 T.wgmma_gemm(P, V_s[last % stages, :, :], acc, policy=full_row)
-                if pingpong:
-                    if wg == 0:  # warpgroup 1's last turn; its own last arrival would have no taker
-                        T.named_barrier_arrive(_TURN + 1, 256)
+                pass_turn(wg, last=True)
                 T.wait_wgmma(0)
                 T.barrier_arrive(v_empty[last % stages])
                 for i, j in T.Parallel(block_M, dim):
