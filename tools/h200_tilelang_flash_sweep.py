@@ -1,6 +1,7 @@
 """TileLang flash attention forward against cuDNN's SDPA back-end on a GPU, in interleaved rounds: the design
 choices of the `fa3` kernel of kernels/flash_attention/tilelang.py (FlashAttention-3's intra-warpgroup overlap of
-one block's softmax with the previous block's P V, ping-pong between the consumer warpgroups, K/V block width),
+one block's softmax with the previous block's P V, ping-pong between the consumer warpgroups, K/V block width,
+the epilogue: O from registers or through shared memory and a TMA store, the `-tma` designs),
 each built with the kernel's own `_fa3_kernel`, and optionally the committed variants themselves.
 
     python3 tools/h200_tilelang_flash_sweep.py [ROUNDS [WORKLOAD ...]] [--designs A,B] [--variants fa3]
@@ -34,7 +35,9 @@ DESIGNS = {"overlap": {"block_N": 128, "stages": 2, "pingpong": False},
            "pingpong": {"block_N": 128, "stages": 2, "pingpong": True},
            "pingpong176": {"block_N": 176, "stages": 2, "pingpong": True},
            "pingpong176-lpt": {"block_N": 176, "stages": 2, "pingpong": True, "lpt": True},
-           "pingpong128-lpt": {"block_N": 128, "stages": 2, "pingpong": True, "lpt": True}}
+           "pingpong128-lpt": {"block_N": 128, "stages": 2, "pingpong": True, "lpt": True},
+           "pingpong-tma": {"block_N": 128, "stages": 2, "pingpong": True, "tma_epilogue": True},
+           "pingpong176-lpt-tma": {"block_N": 176, "stages": 2, "pingpong": True, "lpt": True, "tma_epilogue": True}}
 
 
 def _compiled(kernel):

@@ -12,6 +12,8 @@ WORKLOADS = {
     "square_8192": {"M": 8192, "N": 8192, "K": 8192},
     "llm_skinny": {"M": 4096, "N": 1024, "K": 8192},  # a projection: many tokens, narrow output, deep reduction
     "ragged_4097": {"M": 4097, "N": 4095, "K": 4096},  # no dimension a multiple of a tile size
+    # partial tiles in every dimension, with rows a multiple of 16 bytes (what TMA copies need)
+    "partial_tiles": {"M": 4000, "N": 3000, "K": 4040},
     # CPU-sized (the same shapes scaled so interpreters and C loops finish)
     "square_512": {"M": 512, "N": 512, "K": 512},
     "ragged_257": {"M": 257, "N": 263, "K": 255},
