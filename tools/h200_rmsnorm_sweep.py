@@ -1,8 +1,14 @@
 """rmsnorm against copy bandwidth on a GPU, in interleaved rounds: the committed Triton kernel, torch's F.rms_norm,
-variants of a split-row Triton kernel, and two copies of the same bytes (torch `copy_` and a Triton copy with the
-kernel's own layout: the bound for any kernel that reads x and writes y once in that layout).
+variants of a split-row Triton kernel, and copies of the same bytes (the row-layout copy is the bound for any
+kernel that reads x and writes y once in that layout).
 
-    python3 tools/h200_rmsnorm_sweep.py [ROUNDS]     # from the project root, on a GPU host (torch, triton)
+    python3 tools/h200_rmsnorm_sweep.py [ROUNDS] [--persistent]   # project root, on a GPU host (torch, triton)
+
+Copies: torch's `copy_` (for contiguous tensors of one dtype PyTorch's CUDA copy calls cudaMemcpyAsync), a
+Triton copy in the kernel's row layout, and a flat Triton copy with no rows (2K-16K elements per program).
+Split-row variants: one row per program at 1, 2, 4 and 8 warps (1 and 2: a warp or two hold the whole row, so
+each lane has 4-8 loads of 16 bytes in flight and no CTA-wide reduction), two rows at 1 and 2. `--persistent`
+adds the persistent variants (1, 2, 4 programs per SM; 4 or 8 warps; 1-3 pipelined rows), measured slower.
 
 Every contestant is timed like opmatrix's cells time rows (triton's do_bench, L2 flushed, median of a burst); each
 round visits all contestants of a (workload, dtype) in a fresh shuffled order, so a power-state drift hits them
@@ -27,7 +33,8 @@ from opmatrix.incell import ceilings, plugins  # noqa: E402
 
 H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
 COMMITTED = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")  # kernels/rmsnorm/triton.py
-ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+ROUNDS = int(next((a for a in sys.argv[1:] if a.isdigit()), 15))
+PERSISTENT = "--persistent" in sys.argv
 EPS = 1e-6
 
 
@@ -100,6 +107,19 @@ def persistent_rows(x_ptr, w_ptr, y_ptr, tokens, hidden, eps, A: tl.constexpr, B
         tl.store(y_ptr + base + cb, (xb * scale * wb).to(dtype), mask=mb)
 
 
+@triton.jit
+def flat_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """y = x as one flat array, BLOCK elements per program: no rows at all (the bound of a Triton kernel that moves
+    these bytes, against the cudaMemcpyAsync behind torch's copy_)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def flat(x, y, block, warps):
+    n = x.numel()
+    return lambda: flat_copy[(triton.cdiv(n, block),)](x, y, n, BLOCK=block, num_warps=warps)
+
+
 def persistent(x, w, y, per_sm, warps, stages):
     tokens, hidden = x.shape
     a, b = split(hidden)
@@ -140,8 +160,9 @@ def main() -> None:
             fns = {"committed triton": lambda: committed(x, w, y),
                    "torch F.rms_norm": lambda: F.rms_norm(x, (hidden,), w, EPS),
                    "copy: torch copy_ x->y": lambda: y.copy_(x)}
-            candidates = {f"split rows=1 warps={warps}": variant(x, w, y, 1, warps, False) for warps in (4, 8)}
-            for per_sm in (1, 2, 4):
+            candidates = {f"split rows={rows} warps={warps}": variant(x, w, y, rows, warps, False)
+                          for rows, warps in ((1, 1), (1, 2), (1, 4), (1, 8), (2, 1), (2, 2))}
+            for per_sm in (1, 2, 4) if PERSISTENT else ():
                 for warps in (4, 8):
                     for stages in (1, 2, 3):
                         candidates[f"persistent {per_sm}/SM warps={warps} stages={stages}"] = \
@@ -154,6 +175,9 @@ def main() -> None:
                     continue
                 fns[name] = fn
             fns["copy: split layout, rows=1 warps=8"] = variant(x, w, y, 1, 8, False, copy=True)
+            fns["copy: split layout, rows=1 warps=2"] = variant(x, w, y, 1, 2, False, copy=True)
+            for block, warps in ((2048, 4), (4096, 8), (8192, 8), (16384, 16)):
+                fns[f"copy: triton flat, {block} per program, warps={warps}"] = flat(x, y, block, warps)
             medians = {name: [] for name in fns}
             order = list(fns)
             for r in range(ROUNDS):

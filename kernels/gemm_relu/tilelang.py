@@ -18,9 +18,10 @@
   8192^3, level with cuBLASLt (1.00x [0.99, 1.01]) and 1.01-1.02x CUTLASS (reports/20261201-h200-gemm-ws).
   TMA needs 16-byte row strides: K and N must be multiples of 8 (fp16/bf16), else `ws` is refused with that
   reason (`tile` takes any shape); partial tiles at the edges are zero-filled by the loads and clipped by the
-  store. Off the aligned shapes it is weaker and not yet explained: at partial_tiles (4000x3000x4040) 0.88-0.92x
-  eager, 0.83-0.86x cuBLASLt. compile_for builds it for sm_90a; the generated CUDA has wgmma (m64n256k16), tl::tma_load,
-  tl::tma_store and setmaxnreg.
+  store. Off 128-byte-aligned rows it is weaker: at partial_tiles (4000x3000x4040) 0.88-0.92x eager, 0.83-0.86x
+  cuBLASLt, with 2.3x the L2 traffic of 4096^3 in Nsight Compute (reports/20261201-h200-gemm-ws/NOTES.md).
+  compile_for builds it for sm_90a; the generated CUDA has wgmma (m64n256k16), tl::tma_load, tl::tma_store and
+  setmaxnreg.
 - `tuned`: TileLang's autotuner chooses per workload between both designs and their tile shapes
   (opmatrix.kit.tune: tuned twice, the config record says whether the choice held). Search space (_TUNE_SPACE):
   `tile` at 128x256x64 (3, 4 stages), 256x128x64 (3), 128x128x64 (4, 5 stages), 128x256x32 (4), each with
