@@ -94,7 +94,7 @@ def test_compile_only_builds_through_a_copied_kernels_folder(toolchain):
                      mode=Mode.COMPILE, device=DeviceInfo("h200", "nvidia", "sm_90", "H200"))
     assert row.status == "compiles", row.error
     assert "sm_90a cubin" in row.error and "CUTLASS 4.2.1" in row.error
-    assert "ptxas: 168 registers, 0 bytes spilled" in row.error
+    assert "), 168 registers, no spills" in row.error  # ptxas' report, worded as every compile-only row words it
     config = json.loads(row.config)
     assert config["registers"] == 168 and config["spill_bytes"] == 0 and config["arch"] == "sm_90a"
     assert row.backend_version == "CUTLASS 4.2.1 (CUTLASS_DIR), nvcc 13.0"

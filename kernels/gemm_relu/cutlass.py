@@ -100,7 +100,5 @@ def compile_for(workload, dtype, device, variant):
     cubin, _, report = cutlass.build_cubin(_SOURCE, _DEVICE_FLAGS)
     resources = ptxas.resources(report)
     root = cutlass.toolchain()[1]
-    used = (f"; ptxas: {resources['registers']} registers, {resources['spill_bytes']} bytes spilled"
-            if resources else "")
-    return Compiled("compiles", f"sm_90a cubin ({cubin.stat().st_size} bytes, CUTLASS {cutlass.cutlass_version(root)}"
-                                f"{used})", dict(_CONFIG, **resources, cubin=cubin.name))
+    return Compiled("compiles", f"sm_90a cubin ({cubin.stat().st_size} bytes, CUTLASS {cutlass.cutlass_version(root)})"
+                                f"{ptxas.text(resources)}", dict(_CONFIG, **resources, cubin=cubin.name))
