@@ -16,6 +16,7 @@ alike. Shares are of the 2 GiB copy ceiling measured by the cell probe's own cod
 Each variant's output is checked against the committed kernel's first. Issue "Fair verdicts need strong
 contestants", goal rmsnorm >= 92 % of copy bandwidth at llama_4096 and odd_5120:
 reports/20261130-h200-rmsnorm-bound/NOTES.md."""
+import argparse
 import random
 import statistics
 import sys
@@ -33,8 +34,17 @@ from opmatrix.incell import ceilings, plugins  # noqa: E402
 
 H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
 COMMITTED = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")  # kernels/rmsnorm/triton.py
-ROUNDS = int(next((a for a in sys.argv[1:] if a.isdigit()), 15))
-PERSISTENT = "--persistent" in sys.argv
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="rmsnorm against copy bandwidth, in interleaved rounds")
+    parser.add_argument("rounds", nargs="?", type=int, default=15)
+    parser.add_argument("--persistent", action="store_true", help="the persistent variants too (measured slower)")
+    return parser.parse_args()
+
+
+ARGS = _arguments()
+ROUNDS, PERSISTENT = ARGS.rounds, ARGS.persistent
 EPS = 1e-6
 
 

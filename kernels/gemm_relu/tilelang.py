@@ -228,7 +228,8 @@ def build(workload, dtype, device, variant):
                               "the CPU needs the separate 'cpu' implementation")
         target = aot.tilelang_target(device)
         if variant == "tuned":
-            space = [c for c in _TUNE_SPACE if not c["persistent"] or _ws_refusal(device, target, K, N, dtype) is None]
+            ws_runs = _ws_refusal(device, target, K, N, dtype) is None
+            space = [c for c in _TUNE_SPACE if ws_runs or not c["persistent"]]
             kernel, record = tune.tilelang_autotune(_tuning_program(M, N, K, dtype, _sm_count(device)), space, target)
             config = dict(record, target=target)
         elif variant == "ws":
