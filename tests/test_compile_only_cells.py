@@ -101,3 +101,24 @@ def test_the_ws_gemm_builds_for_partial_tiles_and_refuses_rows_tma_cannot_copy()
     with pytest.raises(Unsupported, match="16-byte row strides: K=4096 and N=4095"):
         tl.compile_for(workloads["ragged_4097"], "float16", h200, "ws")
     assert tl.compile_for(workloads["ragged_4097"], "float16", h200, "tile").status == "compiles"
+
+
+def test_the_two_row_rmsnorm_builds_for_an_odd_token_count_and_guards_the_missing_row():
+    """`two_rows` gives a program two rows: at odd_5120 (16383 tokens) the last program has one. Its loads and
+    stores must be guarded by the row index, or it would write past y (the H200 run's fp64 check of y cannot see a
+    write beyond it)."""
+    import tilelang
+
+    tl = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
+    workload = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
+    h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+    with _tilelang_cache_off():
+        built = tl.compile_for(workload, "bfloat16", h200, "two_rows")
+        assert built.status == "compiles" and built.config["block_rows"] == 2, built
+        assert re.search(r"\d+ registers, no spills", built.what), built.what
+        func = tl._kernel(workload["tokens"], workload["hidden"], "bfloat16", built.config["block_rows"],
+                          built.config["threads"])
+        source = tilelang.compile(func, target=built.config["target"]).get_kernel_source()
+    stores = [line for line in source.splitlines() if "(Y + " in line]
+    guards = re.findall(r"if \(+\(*\(\(int\)blockIdx\.x\) \* 2\) \+ .*?< 16383\)", source)
+    assert stores and len(guards) >= 2, source  # the load of x and the store of y each check the row

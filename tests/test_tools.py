@@ -40,3 +40,31 @@ def test_sm90_triton_gemm_configs_names_registers_and_spills(capsys, monkeypatch
     (line,) = capsys.readouterr().out.splitlines()
     assert re.match(r"128x256x64, 8 warps, 3 stages: sm_90 cubin using wgmma, \d+ registers, "
                     r"(no spills|\d+ bytes spilled)", line), line
+
+
+def test_share_of_ceiling_puts_every_rounded_report_figure_inside_its_interval(capsys):
+    """The report prints rmsnorm's share of the copy ceiling rounded to a percent; the tool's per-round median and
+    interval must agree with the row's stored GB/s, and the two-row TileLang variant is read by its label."""
+    import pandas as pd
+
+    from opmatrix import paths
+    from opmatrix.store import load_run, run_dir
+
+    run = "20261201-h200-rmsnorm-two-rows"
+    assert tool("share_of_ceiling").main([run, "rmsnorm", "tilelang[two_rows]", "triton"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 8 and all("30 rounds" in line for line in lines)  # 2 workloads x 2 dtypes x 2 contestants
+    df = load_run(run_dir(run, paths.REPORTS))
+    for line in lines:
+        workload, dtype, label, gbps = line.split()[:4]
+        estimate, lo, hi = (float(v) for v in re.search(r"([\d.]+) % \[([\d.]+), ([\d.]+)\]", line).groups())
+        assert lo <= estimate <= hi
+        row = df[(df.workload == workload) & (df.dtype == dtype) & (df.backend == label.split("[")[0])
+                 & (df.variant == (label.split("[")[1].rstrip("]") if "[" in label else "default"))].iloc[0]
+        assert pd.notna(row.gbps) and abs(estimate - 100 * row.gbps / row.ceiling_gbps) < 0.5  # median of rounds
+        assert int(gbps) == round(row.gbps)
+
+
+def test_share_of_ceiling_refuses_a_kernel_the_run_has_not(capsys):
+    assert tool("share_of_ceiling").main(["20261201-h200-rmsnorm-two-rows", "gemm_relu"]) == 2
+    assert "no ok rows of gemm_relu" in capsys.readouterr().err

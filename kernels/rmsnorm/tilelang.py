@@ -1,14 +1,19 @@
 """TileLang: a block of rows per program, each row loaded once into registers as fp32, its sum of squares
 reduced across the block's threads (T.reduce_sum), scaled and stored. GPU only: there is no CPU implementation
-(the coverage grid shows that gap)."""
+(the coverage grid shows that gap).
+
+Variants: `default` holds one row per program, `two_rows` two (the same threads, so twice the bytes per thread).
+Paired on H200s (reports/20261201-h200-rmsnorm-two-rows and -repeat, NOTES there): at odd_5120 two rows are
+1.01x one row and reach 92.5-92.8 % of the copy ceiling; at llama_4096 they are 0.99-1.00x (89.2-89.6 %)."""
 from opmatrix.kit import Built, aot, load_spec
 
 spec = load_spec(__file__)
-_BLOCK_ROWS = 1
+VARIANTS = ("default", "two_rows")
+_BLOCK_ROWS = {"default": 1, "two_rows": 2}
 
 
-def _config(hidden: int) -> dict:
-    return {"block_rows": _BLOCK_ROWS, "threads": aot.tilelang_row_threads(hidden)}
+def _config(hidden: int, variant: str) -> dict:
+    return {"block_rows": _BLOCK_ROWS[variant], "threads": aot.tilelang_row_threads(hidden)}
 
 
 def _kernel(tokens, hidden, dtype, block_rows, threads):
@@ -38,7 +43,7 @@ def _kernel(tokens, hidden, dtype, block_rows, threads):
 
 def build(workload, dtype, device, variant):
     kernel, config = aot.tilelang_gpu_build(
-        device, "rmsnorm", lambda: _config(workload["hidden"]),
+        device, "rmsnorm", lambda: _config(workload["hidden"], variant),
         lambda config: _kernel(workload["tokens"], workload["hidden"], dtype, **config))
 
     def rmsnorm(x, weight, out):
@@ -48,6 +53,6 @@ def build(workload, dtype, device, variant):
 
 
 def compile_for(workload, dtype, device, variant):
-    config = _config(workload["hidden"])
+    config = _config(workload["hidden"], variant)
     func = _kernel(workload["tokens"], workload["hidden"], dtype, **config)
     return aot.tilelang_compile_for(func, device, config)
