@@ -68,3 +68,35 @@ def test_share_of_ceiling_puts_every_rounded_report_figure_inside_its_interval(c
 def test_share_of_ceiling_refuses_a_kernel_the_run_has_not(capsys):
     assert tool("share_of_ceiling").main(["20261201-h200-rmsnorm-two-rows", "gemm_relu"]) == 2
     assert "no ok rows of gemm_relu" in capsys.readouterr().err
+
+
+def test_sweep_rounds_visit_every_contestant_once_a_round_in_orders_that_vary_and_repeat():
+    """The H200 sweeps' interleaved rounds (tools/h200_sweeps.py): times aligned by round, every contestant timed
+    once per round, the order shuffled per round and the same on a rerun (what makes a drift hit all alike)."""
+    sweeps = tool("h200_sweeps")
+    visits = []
+
+    def clock(fn):
+        visits.append(fn())
+        return float(len(visits))
+
+    fns = {name: (lambda n=name: n) for name in "abcde"}
+    times = sweeps.interleaved_rounds(fns, 6, clock)
+    assert set(times) == set(fns) and all(len(t) == 6 for t in times.values())
+    orders = [tuple(visits[5 * r:5 * r + 5]) for r in range(6)]
+    assert all(sorted(order) == list("abcde") for order in orders) and len(set(orders)) > 1
+    for r, order in enumerate(orders):  # a contestant's r-th time is the one taken in round r
+        assert [times[name][r] for name in order] == [5 * r + k + 1.0 for k in range(5)]
+    visits.clear()
+    sweeps.interleaved_rounds(fns, 6, clock)
+    assert [tuple(visits[5 * r:5 * r + 5]) for r in range(6)] == orders
+    assert sweeps.H200.arch == "sm_90" and sweeps.H200.vendor == "nvidia"
+
+
+def test_paired_against_names_the_rounds_each_interval_was_drawn_from(capsys):
+    assert tool("paired_against").main(["20261201-h200-rmsnorm-two-rows", "rmsnorm", "tilelang",
+                                        "tilelang[two_rows]"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4  # 2 workloads x 2 dtypes, only the named contestant
+    assert all(re.search(r"tilelang\[two_rows\] vs tilelang: \d\.\d\dx \[\d\.\d\d, \d\.\d\d\] \(30 rounds\)$", line)
+               for line in lines), lines

@@ -9,21 +9,20 @@ Issue "model loop", goal >= 90 % of copy bandwidth at prefill sizes: see reports
 There, this sweep's first run timed rope's earlier token-major kernel as the committed one and the head-major
 layout as the variants; the head-major kernel has since been committed (reports/20261130-h200-rope)."""
 import sys
+from pathlib import Path
+
 import torch
 import triton
 import triton.language as tl
-from triton.testing import do_bench
 
-sys.path.insert(0, ".")
+sys.path[:0] = [".", str(Path(__file__).parent)]
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
-from opmatrix.core.jobs import DeviceInfo  # noqa: E402
 from opmatrix.incell import ceilings, plugins  # noqa: E402
-
-H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+from h200_sweeps import H200, burst_median_ms  # noqa: E402 - this file's folder
 
 
 def bench(fn):
-    return do_bench(fn, warmup=25, rep=200, return_mode="median")
+    return burst_median_ms(fn, warmup_ms=25, rep_ms=200)
 
 ceil = ceilings.measure_ceilings("cuda", [])["copy_gbps"]  # the cell probe's own 2 GiB copy ceiling
 print(f"copy ceiling {ceil:.0f} GB/s")

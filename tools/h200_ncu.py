@@ -12,15 +12,14 @@ without the driver's power cap moving the clock between them. Issue "Fair verdic
 reports/20261201-h200-tilelang-flash-sweep/NOTES.md (why TileLang trailed cuDNN at batch 8)."""
 import argparse
 import sys
+from pathlib import Path
 
 import torch
 
-sys.path.insert(0, ".")
+sys.path[:0] = [".", str(Path(__file__).parent)]
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
-from opmatrix.core.jobs import DeviceInfo  # noqa: E402
 from opmatrix.incell import plugins  # noqa: E402
-
-H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+from h200_sweeps import H200  # noqa: E402 - this file's folder
 
 
 def main() -> None:

@@ -20,22 +20,19 @@ Each variant's output is checked against the committed kernel's first. Issue "Fa
 contestants", goal rmsnorm >= 92 % of copy bandwidth at llama_4096 and odd_5120:
 reports/20261130-h200-rmsnorm-bound/NOTES.md and reports/20261201-h200-rmsnorm-tilelang/NOTES.md."""
 import argparse
-import random
 import statistics
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
-from triton.testing import do_bench
 
-sys.path.insert(0, ".")
+sys.path[:0] = [".", str(Path(__file__).parent)]
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
-from opmatrix.core.jobs import DeviceInfo  # noqa: E402
 from opmatrix.incell import ceilings, plugins  # noqa: E402
-
-H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+from h200_sweeps import H200, burst_median_ms, interleaved_rounds  # noqa: E402 - this file's folder
 COMMITTED = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")  # kernels/rmsnorm/triton.py
 
 
@@ -56,7 +53,7 @@ EPS = 1e-6
 
 
 def bench(fn):
-    return do_bench(fn, warmup=10, rep=40, return_mode="median")
+    return burst_median_ms(fn, warmup_ms=10, rep_ms=40)
 
 
 @triton.jit
@@ -322,12 +319,7 @@ def main() -> None:
                                                              (8192, 8), (16384, 16))
             for block, warps in flats:
                 fns[f"copy: triton flat, {block} per program, warps={warps}"] = flat(x, y, block, warps)
-            medians = {name: [] for name in fns}
-            order = list(fns)
-            for r in range(ROUNDS):
-                random.Random(r).shuffle(order)
-                for name in order:
-                    medians[name].append(bench(fns[name]))
+            medians = interleaved_rounds(fns, ROUNDS, bench)
             for name in candidates:  # again after thousands of calls: a stale partial sum would show here
                 if name in fns:
                     y.zero_()

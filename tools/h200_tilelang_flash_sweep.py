@@ -14,19 +14,16 @@ reference of kernels/flash_attention/spec.py on the small workloads (poisoned ou
 against cuDNN's output (the spec's tolerance) on the timed ones. Issue "Fair verdicts need strong contestants":
 TileLang >= 1.0x cuDNN: reports/20261201-h200-tilelang-flash-sweep/NOTES.md."""
 import argparse
-import random
 import sys
+from pathlib import Path
 
 import torch
-from triton.testing import do_bench
 
-sys.path.insert(0, ".")
+sys.path[:0] = [".", str(Path(__file__).parent)]
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
-from opmatrix.core.jobs import DeviceInfo  # noqa: E402
 from opmatrix.decide import stats  # noqa: E402
 from opmatrix.incell import plugins  # noqa: E402
-
-H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+from h200_sweeps import H200, interleaved_rounds  # noqa: E402 - this file's folder
 SPEC = plugins.load_spec(paths.KERNELS, "flash_attention")
 TIMED = ["b8_h32_s4096_d128", "b8_h32_s4096_d128_causal", "b1_h32_s8192_d128", "b1_h32_s8192_d128_causal"]
 SMALL = ["b1_h2_s128_d64", "b1_h2_s127_d64_causal"]
@@ -93,13 +90,7 @@ def sweep(name: str, dtype: str, rounds: int, choice: dict) -> None:
         err = max_error(got, first["torch[cudnn]"])
         print(f"{name} {dtype} {cname}: max error vs cuDNN {err:.2e} "
               f"({'ok' if err <= SPEC.tolerance(dtype) else 'WRONG'})", flush=True)
-    times = {cname: [] for cname in fns}
-    for _ in range(rounds):
-        order = list(fns)
-        random.shuffle(order)
-        for cname in order:
-            times[cname].append(do_bench(lambda c=cname: call(fns[c], inputs, outs[c]), warmup=5, rep=20,
-                                         return_mode="median"))
+    times = interleaved_rounds({cname: lambda c=cname: call(fns[c], inputs, outs[c]) for cname in fns}, rounds)
     for cname in fns:
         interval = stats.median_interval(stats.ratios(times[cname], times["torch[cudnn]"]))
         ms = sorted(times[cname])[len(times[cname]) // 2]

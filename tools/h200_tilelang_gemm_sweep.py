@@ -15,19 +15,16 @@ contestant of a dtype in a fresh shuffled order, and the speed-up is the median 
 95 % bootstrap interval (opmatrix.decide.stats). Each output is checked against eager's first (the kernel's
 tolerance). Issue "Fair verdicts need strong contestants": TileLang gemm_relu >= 1.03x eager at 4096^3."""
 import argparse
-import random
 import sys
+from pathlib import Path
 
 import torch
-from triton.testing import do_bench
 
-sys.path.insert(0, ".")
+sys.path[:0] = [".", str(Path(__file__).parent)]
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
-from opmatrix.core.jobs import DeviceInfo  # noqa: E402
 from opmatrix.decide import stats  # noqa: E402
 from opmatrix.incell import plugins  # noqa: E402
-
-H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+from h200_sweeps import H200, interleaved_rounds  # noqa: E402 - this file's folder
 SPEC = plugins.load_spec(paths.KERNELS, "gemm_relu")
 
 
@@ -85,13 +82,7 @@ def main() -> None:
         for name, o in outs.items():
             err = ((o.float() - outs["torch"].float()).abs().max() / outs["torch"].float().abs().max()).item()
             print(f"{dtype} {name}: max error vs eager {err:.2e} ({'ok' if err <= tol else 'WRONG'})", flush=True)
-        times = {name: [] for name in fns}
-        for _ in range(ROUNDS):
-            order = list(fns)
-            random.shuffle(order)
-            for name in order:
-                times[name].append(do_bench(lambda n=name: fns[n](a, b, outs[n]), warmup=5, rep=20,
-                                            return_mode="median"))
+        times = interleaved_rounds({name: lambda n=name: fns[n](a, b, outs[n]) for name in fns}, ROUNDS)
         for name in fns:
             interval = stats.median_interval(stats.ratios(times[name], times["torch"]))
             ms = sorted(times[name])[len(times[name]) // 2]

@@ -32,9 +32,8 @@ def main(argv: list[str]) -> int:
             if row.label == reference or (only and row.label not in only):
                 continue
             interval = stats.against(row, ref.iloc[0])
-            text = interval.text() if interval else "not timed in the same rounds"
-            shared = len(stats.shared_rounds(row, ref.iloc[0])[0])
-            print(f"{workload:28} {dtype:9} {row.label:18} vs {reference}: {text} ({shared} rounds)")
+            text = f"{interval.text()} ({interval.samples} rounds)" if interval else "not timed in the same rounds"
+            print(f"{workload:28} {dtype:9} {row.label:18} vs {reference}: {text}")
     return 0
 
 

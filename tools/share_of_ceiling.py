@@ -35,10 +35,10 @@ def main(argv: list[str]) -> int:
         rounds = list(row.round_ms) if row.round_ms is not None else []
         shares = [100 * row.min_bytes / (ms / 1e3) / 1e9 / row.ceiling_gbps for ms in rounds if ms > 0]
         interval = stats.median_interval(shares)
-        text = (f"{interval.estimate:.1f} % [{interval.lo:.1f}, {interval.hi:.1f}]" if interval
-                else f"{100 * row.gbps / row.ceiling_gbps:.1f} % (no rounds)")
-        print(f"{row.workload:12} {row.dtype:9} {row.label:20} {row.gbps:6.0f} GB/s  {text} of "
-              f"{row.ceiling_gbps:.0f} GB/s ({len(shares)} rounds)")
+        text = (f"{interval.estimate:.1f} % [{interval.lo:.1f}, {interval.hi:.1f}] of {row.ceiling_gbps:.0f} GB/s "
+                f"({interval.samples} rounds)" if interval
+                else f"{100 * row.gbps / row.ceiling_gbps:.1f} % of {row.ceiling_gbps:.0f} GB/s (no rounds)")
+        print(f"{row.workload:12} {row.dtype:9} {row.label:20} {row.gbps:6.0f} GB/s  {text}")
     return 0
 
 

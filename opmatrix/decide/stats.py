@@ -40,6 +40,7 @@ class Interval:
     estimate: float
     lo: float
     hi: float
+    samples: int | None = None  # the per-round values it was drawn from, where one series was (median_interval)
 
     def text(self) -> str:
         return interval_text(self.estimate, self.lo, self.hi)
@@ -67,11 +68,11 @@ def median_interval(ratios, confidence: float = CONFIDENCE) -> Interval | None:
         return None
     estimate = float(np.median(values))
     if np.ptp(values) == 0:
-        return Interval(estimate, estimate, estimate)
+        return Interval(estimate, estimate, estimate, len(values))
     res = _scipy().bootstrap((values,), np.median, confidence_level=confidence, n_resamples=RESAMPLES,
                           method="percentile", random_state=np.random.default_rng(SEED))
     lo, hi = res.confidence_interval
-    return Interval(estimate, float(lo), float(hi))
+    return Interval(estimate, float(lo), float(hi), len(values))
 
 
 def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interval | None:

@@ -148,7 +148,7 @@ def _against_eager(df, row, eager: str, choice: Choice, run: str, device: str, d
         return None, f"{choice.text()}: {where}: not timed in the same rounds as {eager} (or too few rounds)"
     return Micro(interval.estimate, interval.lo, interval.hi,
                  f"run {run}, {device}, {row.workload} {dtype}: the model's shape, against {eager} (the model's "
-                 f"code) in the same {len(stats.shared_rounds(row, ref.iloc[0])[0])} rounds"), ""
+                 f"code) in the same {interval.samples} rounds"), ""
 
 
 def _verdicts(folder: Path, required: bool = True) -> list[dict]:
