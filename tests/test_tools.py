@@ -100,3 +100,18 @@ def test_paired_against_names_the_rounds_each_interval_was_drawn_from(capsys):
     assert len(lines) == 4  # 2 workloads x 2 dtypes, only the named contestant
     assert all(re.search(r"tilelang\[two_rows\] vs tilelang: \d\.\d\dx \[\d\.\d\d, \d\.\d\d\] \(30 rounds\)$", line)
                for line in lines), lines
+
+
+def test_rmsnorm_sweep_only_keeps_the_named_contestants_and_the_copy_it_divides_by(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["h200_rmsnorm_sweep.py", "3", "--tilelang", "--only", "tma",
+                                     "--only", "flat, 1024 per program, warps=4"])
+    sweep = tool("h200_rmsnorm_sweep")
+    assert (sweep.ROUNDS, sweep.TILELANG) == (3, True)
+    assert sweep.wanted("tilelang tma threads=128") and sweep.wanted("copy: triton flat, 1024 per program, warps=4")
+    assert sweep.wanted("copy: torch copy_ x->y")  # every ratio is taken against it
+    assert not sweep.wanted("committed tilelang 256 threads") and not sweep.wanted("copy: triton flat, 1024 per "
+                                                                                   "program, warps=2")
+    monkeypatch.setattr("sys.argv", ["h200_rmsnorm_sweep.py", "--tilelang", "--onyl=tma"])
+    with pytest.raises(SystemExit) as exit_:
+        tool("h200_rmsnorm_sweep")
+    assert exit_.value.code == 2 and "--onyl" in capsys.readouterr().err

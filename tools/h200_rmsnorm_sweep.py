@@ -2,7 +2,7 @@
 variants of a split-row Triton kernel, and copies of the same bytes (the row-layout copy is the bound for any
 kernel that reads x and writes y once in that layout).
 
-    python3 tools/h200_rmsnorm_sweep.py [ROUNDS] [--persistent | --tilelang]   # project root, on a GPU host
+    python3 tools/h200_rmsnorm_sweep.py [ROUNDS] [--persistent | --tilelang] [--only PART ...]   # on a GPU host
 
 Copies: torch's `copy_` (for contiguous tensors of one dtype PyTorch's CUDA copy calls cudaMemcpyAsync), a
 Triton copy in the kernel's row layout, and a flat Triton copy with no rows (1K-16K elements per program).
@@ -11,7 +11,9 @@ each lane has 4-8 loads of 16 bytes in flight and no CTA-wide reduction), two ro
 adds the persistent variants (1, 2, 4 programs per SM; 4 or 8 warps; 1-3 pipelined rows), measured slower.
 A row spread over 2-5 programs (spread_rows: partial sums shared through global memory) measured 56-80 %.
 `--tilelang` (needs tilelang) replaces the Triton variants with TileLang's row kernel at other thread counts and
-rows per program, and a row spread over a thread-block cluster of 2 CTAs (distributed shared memory; 67-72 %).
+rows per program, a row spread over a thread-block cluster of 2 CTAs (distributed shared memory; 67-72 %), and a
+row moved by the TMA unit (one bulk load and one bulk store; 87-91 %). `--only PART` keeps the contestants whose
+name holds PART.
 
 Every contestant is timed like opmatrix's cells time rows (triton's do_bench, L2 flushed, median of a burst); each
 round visits all contestants of a (workload, dtype) in a fresh shuffled order, so a power-state drift hits them
@@ -44,11 +46,15 @@ def _arguments() -> argparse.Namespace:
                         help="instead of the Triton variants: TileLang's row kernel at several thread counts and a "
                              "row spread over a thread-block cluster (needs tilelang), against the committed Triton "
                              "kernel and copies")
+    parser.add_argument("--only", action="append", default=[], metavar="PART",
+                        help="time only the contestants whose name holds PART (repeatable; torch's copy_, the "
+                             "reference, always), e.g. --only tma --only 'committed tilelang'")
     return parser.parse_args()
 
 
 ARGS = _arguments()
 ROUNDS, PERSISTENT, TILELANG = ARGS.rounds, ARGS.persistent, ARGS.tilelang
+ONLY = ARGS.only
 EPS = 1e-6
 
 
@@ -252,6 +258,44 @@ def cluster_rmsnorm(tokens: int, hidden: int, dtype: str, programs: int, threads
                             pass_configs={"tl.disable_shared_memory_reuse": True})
 
 
+def wanted(name: str) -> bool:
+    return not ONLY or name == "copy: torch copy_ x->y" or any(part in name for part in ONLY)
+
+
+def tma_rmsnorm(tokens: int, hidden: int, dtype: str, threads: int, box: int = 256):
+    """TileLang: one row per CTA, moved by the TMA unit (one bulk load into shared memory, one bulk store from it)
+    instead of by each thread's loads and stores; the row is a (hidden / box, box) tile of a (tokens * hidden / box,
+    box) view, so call it on x.view(-1, box)."""
+    import tilelang
+    import tilelang.language as T
+
+    rows = hidden // box
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((tokens * rows, box), dtype), W: T.Tensor((rows, box), dtype),
+                Y: T.Tensor((tokens * rows, box), dtype)):
+        with T.Kernel(tokens, threads=threads) as bx:
+            xs = T.alloc_shared((rows, box), dtype)
+            x = T.alloc_fragment((rows, box), "float32")
+            sq = T.alloc_fragment((rows, box), "float32")
+            part = T.alloc_fragment((rows,), "float32")
+            total = T.alloc_fragment((1,), "float32")
+            loaded = T.alloc_barrier([threads])
+            T.tma_copy(X[bx * rows:(bx + 1) * rows, :], xs, barrier=loaded[0])
+            T.barrier_arrive(loaded[0])
+            T.barrier_wait(loaded[0], 0)
+            T.copy(xs, x)
+            for i, j in T.Parallel(rows, box):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, part, dim=1)
+            T.reduce_sum(part, total, dim=0)
+            for i, j in T.Parallel(rows, box):
+                xs[i, j] = x[i, j] * T.rsqrt(total[0] / hidden + EPS) * W[i, j]
+            T.copy(xs, Y[bx * rows, 0])
+
+    return tilelang.compile(rmsnorm, target={"kind": "cuda", "arch": "sm_90a"})
+
+
 def tilelang_contestants(x, w, y, dtype: str) -> dict:
     """The committed TileLang kernel, its row kernel at other thread counts and rows per program (TileLang's
     reduction needs a power-of-2 thread count), and the cluster kernel over 2 CTAs (over 4 and 5 CTAs it measured
@@ -262,15 +306,22 @@ def tilelang_contestants(x, w, y, dtype: str) -> dict:
     tokens, hidden = x.shape
     committed = module.build({"tokens": tokens, "hidden": hidden}, dtype, H200, "default")
     fns = {f"committed tilelang {committed.config['threads']} threads": lambda: committed.fn(x, w, y)}
+    for threads in (128, 256):
+        if wanted(f"tilelang tma threads={threads}"):
+            kernel = tma_rmsnorm(tokens, hidden, dtype, threads)
+            fns[f"tilelang tma threads={threads}"] = lambda k=kernel: k(x.view(-1, 256), w.view(-1, 256),
+                                                                          y.view(-1, 256))
     # Not (2, 512) at hidden 5120: 20 elements a thread do not split into 16-byte vectors, and TileLang's layout
     # inference then gives every thread a whole row (float x[5120] each, 98 ms a call: logs/sweep-tilelang.txt).
     for rows, threads in ((1, 128), (1, 512), (2, 256)) + (((2, 512),) if hidden % 4096 == 0 else ()):
-        if (rows, threads) != (committed.config["block_rows"], committed.config["threads"]):
+        if (rows, threads) != (committed.config["block_rows"], committed.config["threads"]) and \
+                wanted(f"tilelang rows={rows} threads={threads}"):
             kernel = tilelang.compile(module._kernel(tokens, hidden, dtype, rows, threads),
                                       target={"kind": "cuda", "arch": "sm_90a"})
             fns[f"tilelang rows={rows} threads={threads}"] = lambda k=kernel: k(x, w, y)
-    kernel = cluster_rmsnorm(tokens, hidden, dtype, 2, 128)
-    fns["tilelang cluster of 2 threads=128"] = lambda: kernel(x, w, y)
+    if wanted("tilelang cluster of 2 threads=128"):
+        kernel = cluster_rmsnorm(tokens, hidden, dtype, 2, 128)
+        fns["tilelang cluster of 2 threads=128"] = lambda: kernel(x, w, y)
     return fns
 
 
@@ -305,6 +356,7 @@ def main() -> None:
                     for stages in (1, 2, 3):
                         candidates[f"persistent {per_sm}/SM warps={warps} stages={stages}"] = \
                             persistent(x, w, y, per_sm, warps, stages)
+            candidates = {name: fn for name, fn in candidates.items() if wanted(name)}
             for name, fn in candidates.items():
                 y.zero_()
                 fn()
@@ -319,6 +371,7 @@ def main() -> None:
                                                              (8192, 8), (16384, 16))
             for block, warps in flats:
                 fns[f"copy: triton flat, {block} per program, warps={warps}"] = flat(x, y, block, warps)
+            fns = {name: fn for name, fn in fns.items() if wanted(name)}
             medians = interleaved_rounds(fns, ROUNDS, bench)
             for name in candidates:  # again after thousands of calls: a stale partial sum would show here
                 if name in fns:
