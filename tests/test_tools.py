@@ -115,3 +115,28 @@ def test_rmsnorm_sweep_only_keeps_the_named_contestants_and_the_copy_it_divides_
     with pytest.raises(SystemExit) as exit_:
         tool("h200_rmsnorm_sweep")
     assert exit_.value.code == 2 and "--onyl" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_rmsnorm_tilelang_designs_build_for_an_h200_with_the_cluster_slots_apart_from_the_workspace():
+    """The sweep's TileLang designs (tools/h200_rmsnorm_tilelang.py) compile for sm_90a with real nvcc: the TMA
+    kernel moves the row by one bulk load and one bulk store, and the cluster kernel's partial-sum slots do not share
+    shared memory with the reduction's workspace (a peer's remote write would land in it: reports/
+    20261201-h200-rmsnorm-tilelang/logs/sweep-cluster-race.txt)."""
+    import tilelang
+
+    designs = tool("h200_rmsnorm_tilelang")
+    was = tilelang.is_cache_enabled()
+    tilelang.disable_cache()
+    try:
+        tma = designs.tma_rmsnorm(16384, 4096, "bfloat16", 128).get_kernel_source()
+        cluster = designs.cluster_rmsnorm(16384, 4096, "bfloat16", 2, 128).get_kernel_source()
+    finally:
+        if was:
+            tilelang.enable_cache()
+    assert tma.count("tl::tma_load(") == 1 and tma.count("tl::tma_store(") == 1
+    assert "map_shared_rank" in cluster and "cluster_sync" in cluster
+    offsets = {name: int(at) for name, at in re.findall(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)",
+                                                        cluster)}
+    assert offsets["slots"] + 4 * 2 <= offsets["workspace"] or offsets["workspace"] + 4 * 128 <= offsets["slots"], \
+        offsets

@@ -10,10 +10,10 @@ Split-row variants: one row per program at 1, 2, 4 and 8 warps (1 and 2: a warp 
 each lane has 4-8 loads of 16 bytes in flight and no CTA-wide reduction), two rows at 1 and 2. `--persistent`
 adds the persistent variants (1, 2, 4 programs per SM; 4 or 8 warps; 1-3 pipelined rows), measured slower.
 A row spread over 2-5 programs (spread_rows: partial sums shared through global memory) measured 56-80 %.
-`--tilelang` (needs tilelang) replaces the Triton variants with TileLang's row kernel at other thread counts and
-rows per program, a row spread over a thread-block cluster of 2 CTAs (distributed shared memory; 67-72 %), and a
-row moved by the TMA unit (one bulk load and one bulk store; 87-91 %). `--only PART` keeps the contestants whose
-name holds PART.
+`--tilelang` (needs tilelang; the kernels are in tools/h200_rmsnorm_tilelang.py) replaces the Triton variants with
+TileLang's row kernel at other thread counts and rows per program, a row spread over a thread-block cluster of 2
+CTAs (distributed shared memory; 67-72 %), and a row moved by the TMA unit (one bulk load and one bulk store;
+87-91 %). `--only PART` keeps the contestants whose name holds PART.
 
 Every contestant is timed like opmatrix's cells time rows (triton's do_bench, L2 flushed, median of a burst); each
 round visits all contestants of a (workload, dtype) in a fresh shuffled order, so a power-state drift hits them
@@ -34,6 +34,7 @@ import triton.language as tl
 sys.path[:0] = [".", str(Path(__file__).parent)]
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
 from opmatrix.incell import ceilings, plugins  # noqa: E402
+import h200_rmsnorm_tilelang  # noqa: E402 - this file's folder
 from h200_sweeps import H200, burst_median_ms, interleaved_rounds  # noqa: E402 - this file's folder
 COMMITTED = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")  # kernels/rmsnorm/triton.py
 
@@ -55,7 +56,7 @@ def _arguments() -> argparse.Namespace:
 ARGS = _arguments()
 ROUNDS, PERSISTENT, TILELANG = ARGS.rounds, ARGS.persistent, ARGS.tilelang
 ONLY = ARGS.only
-EPS = 1e-6
+EPS = plugins.load_spec(paths.KERNELS, "rmsnorm").EPS
 
 
 def bench(fn):
@@ -212,117 +213,8 @@ def variant(x, w, y, rows, warps, hints, copy=False):
                                     num_warps=warps)
 
 
-def cluster_rmsnorm(tokens: int, hidden: int, dtype: str, programs: int, threads: int):
-    """TileLang: a row spread over a thread-block cluster of `programs` CTAs, hidden / programs columns each (1-5 KB
-    where one program per row moves 8-10 KB). Each CTA reduces its part, writes the partial sum into slot `rank` of
-    every CTA's shared memory (distributed shared memory, T.copy_cluster), one cluster barrier (release/acquire)
-    makes them visible, and every CTA adds the slots in the same order. A cluster's CTAs are co-scheduled by the
-    hardware, so no CTA waits on one that is not running."""
-    import tilelang
-    import tilelang.language as T
-
-    part_cols = hidden // programs
-
-    @T.prim_func
-    def rmsnorm(X: T.Tensor((tokens, hidden), dtype), W: T.Tensor((hidden,), dtype),
-                Y: T.Tensor((tokens, hidden), dtype)):
-        with T.Kernel(tokens * programs, threads=threads, cluster_dims=programs) as bx:
-            row = bx // programs
-            rank = bx % programs
-            x = T.alloc_fragment((part_cols,), "float32")
-            sq = T.alloc_fragment((part_cols,), "float32")
-            part = T.alloc_fragment((1,), "float32")
-            mine = T.alloc_shared((1,), "float32")
-            slots = T.alloc_shared((programs,), "float32")
-            total = T.alloc_local((1,), "float32")
-            T.copy(X[row, rank * part_cols:(rank + 1) * part_cols], x)
-            for j in T.Parallel(part_cols):
-                sq[j] = x[j] * x[j]
-            T.reduce_sum(sq, part, dim=0)
-            T.copy(part, mine)
-            tx = T.get_thread_binding(0)
-            if tx < programs:
-                T.copy_cluster(mine, slots[rank:rank + 1], dst_block=tx)
-            T.cluster_sync()
-            total[0] = 0.0
-            for k in T.serial(programs):
-                total[0] += slots[k]
-            scale = T.rsqrt(total[0] / hidden + EPS)
-            for j in T.Parallel(part_cols):
-                x[j] = x[j] * scale * W[rank * part_cols + j]
-            T.copy(x, Y[row, rank * part_cols:(rank + 1) * part_cols])
-
-    # Shared-memory reuse off: TileLang's planner sees `slots` live only from the copy on and would place it over
-    # the reduction's workspace, where a faster peer's remote write lands while this CTA still reduces.
-    return tilelang.compile(rmsnorm, target={"kind": "cuda", "arch": "sm_90a"},
-                            pass_configs={"tl.disable_shared_memory_reuse": True})
-
-
 def wanted(name: str) -> bool:
     return not ONLY or name == "copy: torch copy_ x->y" or any(part in name for part in ONLY)
-
-
-def tma_rmsnorm(tokens: int, hidden: int, dtype: str, threads: int, box: int = 256):
-    """TileLang: one row per CTA, moved by the TMA unit (one bulk load into shared memory, one bulk store from it)
-    instead of by each thread's loads and stores; the row is a (hidden / box, box) tile of a (tokens * hidden / box,
-    box) view, so call it on x.view(-1, box)."""
-    import tilelang
-    import tilelang.language as T
-
-    rows = hidden // box
-
-    @T.prim_func
-    def rmsnorm(X: T.Tensor((tokens * rows, box), dtype), W: T.Tensor((rows, box), dtype),
-                Y: T.Tensor((tokens * rows, box), dtype)):
-        with T.Kernel(tokens, threads=threads) as bx:
-            xs = T.alloc_shared((rows, box), dtype)
-            x = T.alloc_fragment((rows, box), "float32")
-            sq = T.alloc_fragment((rows, box), "float32")
-            part = T.alloc_fragment((rows,), "float32")
-            total = T.alloc_fragment((1,), "float32")
-            loaded = T.alloc_barrier([threads])
-            T.tma_copy(X[bx * rows:(bx + 1) * rows, :], xs, barrier=loaded[0])
-            T.barrier_arrive(loaded[0])
-            T.barrier_wait(loaded[0], 0)
-            T.copy(xs, x)
-            for i, j in T.Parallel(rows, box):
-                sq[i, j] = x[i, j] * x[i, j]
-            T.reduce_sum(sq, part, dim=1)
-            T.reduce_sum(part, total, dim=0)
-            for i, j in T.Parallel(rows, box):
-                xs[i, j] = x[i, j] * T.rsqrt(total[0] / hidden + EPS) * W[i, j]
-            T.copy(xs, Y[bx * rows, 0])
-
-    return tilelang.compile(rmsnorm, target={"kind": "cuda", "arch": "sm_90a"})
-
-
-def tilelang_contestants(x, w, y, dtype: str) -> dict:
-    """The committed TileLang kernel, its row kernel at other thread counts and rows per program (TileLang's
-    reduction needs a power-of-2 thread count), and the cluster kernel over 2 CTAs (over 4 and 5 CTAs it measured
-    42-45 % of the ceiling: logs/sweep-cluster.txt)."""
-    import tilelang
-
-    module = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
-    tokens, hidden = x.shape
-    committed = module.build({"tokens": tokens, "hidden": hidden}, dtype, H200, "default")
-    fns = {f"committed tilelang {committed.config['threads']} threads": lambda: committed.fn(x, w, y)}
-    for threads in (128, 256):
-        if wanted(f"tilelang tma threads={threads}"):
-            kernel = tma_rmsnorm(tokens, hidden, dtype, threads)
-            fns[f"tilelang tma threads={threads}"] = lambda k=kernel: k(x.view(-1, 256), w.view(-1, 256),
-                                                                          y.view(-1, 256))
-    # Not (2, 512) at hidden 5120: 20 elements a thread do not split into 16-byte vectors, and TileLang's layout
-    # inference then gives every thread a whole row (float x[5120] each, 98 ms a call: logs/sweep-tilelang.txt).
-    for rows, threads in ((1, 128), (1, 512), (2, 256)) + (((2, 512),) if hidden % 4096 == 0 else ()):
-        if (rows, threads) != (committed.config["block_rows"], committed.config["threads"]) and \
-                wanted(f"tilelang rows={rows} threads={threads}"):
-            kernel = tilelang.compile(module._kernel(tokens, hidden, dtype, rows, threads),
-                                      target={"kind": "cuda", "arch": "sm_90a"})
-            fns[f"tilelang rows={rows} threads={threads}"] = lambda k=kernel: k(x, w, y)
-    if wanted("tilelang cluster of 2 threads=128"):
-        kernel = cluster_rmsnorm(tokens, hidden, dtype, 2, 128)
-        fns["tilelang cluster of 2 threads=128"] = lambda: kernel(x, w, y)
-    return fns
 
 
 def main() -> None:
@@ -347,7 +239,7 @@ def main() -> None:
             candidates = {f"split rows={rows} warps={warps}": variant(x, w, y, rows, warps, False)
                           for rows, warps in (() if TILELANG else ((1, 1), (1, 2), (1, 4), (1, 8), (2, 1), (2, 2)))}
             if TILELANG:
-                candidates.update(tilelang_contestants(x, w, y, str(dtype).split(".")[1]))
+                candidates.update(h200_rmsnorm_tilelang.contestants(x, w, y, str(dtype).split(".")[1], wanted))
             for programs in () if TILELANG else (2, 4, 5):
                 for warps in (2, 4) if hidden % programs == 0 else ():
                     candidates[f"spread over {programs} programs warps={warps}"] = spread(x, w, y, programs, warps)
