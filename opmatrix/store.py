@@ -17,7 +17,7 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.core.keys import KEY_FIELDS
-from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError, backend_label
+from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError, backend_labels
 from opmatrix.manifest import RunManifest
 from opmatrix.matrix import DEFAULT_BASELINE
 
@@ -175,7 +175,7 @@ def labelled(df, label: str):
     """A boolean mask of the frame's rows whose backend[variant] reads `label` (core.result.backend_label)."""
     import numpy as np
 
-    return np.asarray([backend_label(b, v) == label for b, v in zip(df.backend, df.variant)], dtype=bool)
+    return np.asarray([name == label for name in backend_labels(df)], dtype=bool)
 
 
 def add_speedup(df, baseline: str):

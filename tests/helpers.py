@@ -2,6 +2,7 @@
 or in a worker process (as the cell runner starts it)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import textwrap
@@ -217,3 +218,18 @@ def run_default_style(tmp_path, devices: list[str]):
     run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="default-style", scratch_root=tmp_path / "scratch",
                   scheduler=LocalScheduler())  # embedded Ray is covered by test_ray_cluster.py
     return run_dir, pd.read_parquet(run_dir / "results.parquet")
+
+
+@contextlib.contextmanager
+def tilelang_cache_off():
+    """TileLang's kernel cache off for the block (back on after, if it was): a cached binary comes without ptxas'
+    report, and a test of the generated source must see this build's."""
+    import tilelang
+
+    was = tilelang.is_cache_enabled()
+    tilelang.disable_cache()
+    try:
+        yield
+    finally:
+        if was:
+            tilelang.enable_cache()

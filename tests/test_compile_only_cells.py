@@ -2,7 +2,6 @@
 has. Each GPU job is still a row; where the implementation can build for the device, it is built on this CPU host
 with the real compilers (compiles: a binary, CUTLASS by nvcc included; lowers: device source only) and never run.
 The CPU half of the same matrix: test_default_style_cpu.py."""
-import contextlib
 import json
 import re
 
@@ -12,7 +11,7 @@ from opmatrix import paths
 from opmatrix.core.jobs import DeviceInfo
 from opmatrix.incell import plugins
 from opmatrix.incell.plugins import Unsupported
-from tests.helpers import run_default_style
+from tests.helpers import run_default_style, tilelang_cache_off
 
 pytestmark = pytest.mark.integration
 
@@ -75,26 +74,13 @@ def test_the_fa3_flash_attention_refuses_a_gpu_that_is_not_hopper():
                 tl.compile_for(workload, "float16", device, variant)
 
 
-@contextlib.contextmanager
-def _tilelang_cache_off():
-    import tilelang
-
-    was = tilelang.is_cache_enabled()
-    tilelang.disable_cache()
-    try:
-        yield
-    finally:
-        if was:
-            tilelang.enable_cache()
-
-
 def test_the_ws_gemm_builds_for_partial_tiles_and_refuses_rows_tma_cannot_copy():
     """`ws` moves A, B and C by TMA: partial tiles at every edge build (TMA zero-fills and clips; the H200 run's
     partial_tiles rows check the values), rows that are not 16-byte multiples are refused with the reason."""
     tl = plugins.load_impl(paths.KERNELS, "gemm_relu", "tilelang")
     workloads = plugins.load_spec(paths.KERNELS, "gemm_relu").WORKLOADS
     h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
-    with _tilelang_cache_off():  # a cached binary would come without ptxas' report
+    with tilelang_cache_off():  # a cached binary would come without ptxas' report
         built = tl.compile_for(workloads["partial_tiles"], "bfloat16", h200, "ws")
     assert built.status == "compiles" and "TMA loads, TMA stores, setmaxnreg" in built.what, built.what
     assert re.search(r"setmaxnreg, \d+ registers, no spills \(", built.what), built.what
@@ -112,7 +98,7 @@ def test_the_two_row_rmsnorm_builds_for_an_odd_token_count_and_guards_the_missin
     tl = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
     workload = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
     h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
-    with _tilelang_cache_off():
+    with tilelang_cache_off():
         built = tl.compile_for(workload, "bfloat16", h200, "two_rows")
         assert built.status == "compiles" and built.config["block_rows"] == 2, built
         assert re.search(r"\d+ registers, no spills", built.what), built.what

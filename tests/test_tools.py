@@ -123,17 +123,12 @@ def test_rmsnorm_tilelang_designs_build_for_an_h200_with_the_cluster_slots_apart
     kernel moves the row by one bulk load and one bulk store, and the cluster kernel's partial-sum slots do not share
     shared memory with the reduction's workspace (a peer's remote write would land in it: reports/
     20261201-h200-rmsnorm-tilelang/logs/sweep-cluster-race.txt)."""
-    import tilelang
+    from tests.helpers import tilelang_cache_off
 
     designs = tool("h200_rmsnorm_tilelang")
-    was = tilelang.is_cache_enabled()
-    tilelang.disable_cache()
-    try:
+    with tilelang_cache_off():
         tma = designs.tma_rmsnorm(16384, 4096, "bfloat16", 128).get_kernel_source()
         cluster = designs.cluster_rmsnorm(16384, 4096, "bfloat16", 2, 128).get_kernel_source()
-    finally:
-        if was:
-            tilelang.enable_cache()
     assert tma.count("tl::tma_load(") == 1 and tma.count("tl::tma_store(") == 1
     assert "map_shared_rank" in cluster and "cluster_sync" in cluster
     offsets = {name: int(at) for name, at in re.findall(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)",

@@ -171,8 +171,7 @@ def spread(x, w, y, programs, warps):
     """The row over `programs` programs (spread_rows), with the words it needs, zeroed once."""
     tokens, hidden = x.shape
     p = hidden // programs
-    a = 1 << (p.bit_length() - 1)
-    b = triton.next_power_of_2(p - a) if p > a else 0
+    a, b = split(p)
     words = torch.zeros(tokens * programs, device=x.device, dtype=torch.int64)
     return lambda: spread_rows[(tokens * programs,)](x, w, y, words, hidden, EPS, S=programs,
                                                      SP=triton.next_power_of_2(programs), P=p, A=a, B=b,
@@ -199,9 +198,10 @@ def persistent(x, w, y, per_sm, warps, stages):
     return lambda: persistent_rows[grid](x, w, y, tokens, hidden, EPS, A=a, B=b, STAGES=stages, num_warps=warps)
 
 
-def split(hidden: int) -> tuple[int, int]:
-    """The row's two blocks (A, B) as the committed kernel chooses them (kernels/rmsnorm/triton.py _config)."""
-    config = COMMITTED._config(hidden, True)
+def split(width: int) -> tuple[int, int]:
+    """The two blocks (A, B) of `width` columns (a row, or a program's part of one) as the committed kernel chooses
+    them for a row (kernels/rmsnorm/triton.py _config)."""
+    config = COMMITTED._config(width, True)
     return config["A"], config["B"]
 
 

@@ -7,9 +7,11 @@ from pathlib import Path
 sys.path[:0] = [".", str(Path(__file__).parent)]
 from opmatrix import paths  # noqa: E402 - the project root is on the path above
 from opmatrix.incell import plugins  # noqa: E402
+from opmatrix.kit import aot  # noqa: E402
 from h200_sweeps import H200  # noqa: E402 - this file's folder
 
 EPS = plugins.load_spec(paths.KERNELS, "rmsnorm").EPS
+TARGET = aot.tilelang_target(H200)  # sm_90a
 
 
 def cluster_rmsnorm(tokens: int, hidden: int, dtype: str, programs: int, threads: int):
@@ -54,7 +56,7 @@ def cluster_rmsnorm(tokens: int, hidden: int, dtype: str, programs: int, threads
 
     # Shared-memory reuse off: TileLang's planner sees `slots` live only from the copy on and would place it over
     # the reduction's workspace, where a faster peer's remote write lands while this CTA still reduces.
-    return tilelang.compile(rmsnorm, target={"kind": "cuda", "arch": "sm_90a"},
+    return tilelang.compile(rmsnorm, target=TARGET,
                             pass_configs={"tl.disable_shared_memory_reuse": True})
 
 
@@ -89,7 +91,7 @@ def tma_rmsnorm(tokens: int, hidden: int, dtype: str, threads: int, box: int = 2
                 xs[i, j] = x[i, j] * T.rsqrt(total[0] / hidden + EPS) * W[i, j]
             T.copy(xs, Y[bx * rows, 0])
 
-    return tilelang.compile(rmsnorm, target={"kind": "cuda", "arch": "sm_90a"})
+    return tilelang.compile(rmsnorm, target=TARGET)
 
 
 def contestants(x, w, y, dtype: str, wanted) -> dict:
@@ -113,7 +115,7 @@ def contestants(x, w, y, dtype: str, wanted) -> dict:
         if (rows, threads) != (committed.config["block_rows"], committed.config["threads"]) and \
                 wanted(f"tilelang rows={rows} threads={threads}"):
             kernel = tilelang.compile(module._kernel(tokens, hidden, dtype, rows, threads),
-                                      target={"kind": "cuda", "arch": "sm_90a"})
+                                      target=TARGET)
             fns[f"tilelang rows={rows} threads={threads}"] = lambda k=kernel: k(x, w, y)
     if wanted("tilelang cluster of 2 threads=128"):
         kernel = cluster_rmsnorm(tokens, hidden, dtype, 2, 128)

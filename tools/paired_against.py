@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from opmatrix import paths
-from opmatrix.core.result import backend_label
+from opmatrix.core.result import backend_labels
 from opmatrix.decide import stats
 from opmatrix.store import load_run, run_dir
 
@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     run, kernel, reference, *only = argv
     df = load_run(run_dir(run, paths.REPORTS))
     df = df[(df.kernel == kernel) & (df.status == "ok")]
-    df = df.assign(label=[backend_label(b, v) for b, v in zip(df.backend, df.variant)])
+    df = df.assign(label=backend_labels(df))
     for (workload, dtype), group in df.groupby(["workload", "dtype"], sort=True):
         ref = group[group.label == reference]
         if ref.empty:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from opmatrix import paths
-from opmatrix.core.result import backend_label
+from opmatrix.core.result import backend_labels
 from opmatrix.decide import stats
 from opmatrix.store import load_run, run_dir
 
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     if df.empty:
         print(f"{run}: no ok rows of {kernel}", file=sys.stderr)
         return 2
-    df = df.assign(label=[backend_label(b, v) for b, v in zip(df.backend, df.variant)])
+    df = df.assign(label=backend_labels(df))
     for row in df.sort_values(["workload", "dtype", "label"]).itertuples():
         if only and row.label not in only:
             continue

@@ -157,6 +157,11 @@ def backend_label(backend: str, variant: str) -> str:
     return backend if variant == "default" else f"{backend}[{variant}]"
 
 
+def backend_labels(rows) -> list[str]:
+    """backend_label of each row of a frame (its backend and variant columns), in order."""
+    return [backend_label(b, v) for b, v in zip(rows.backend, rows.variant)]
+
+
 _LABEL = re.compile(r"^(?P<backend>[A-Za-z0-9_-]+)(\[(?P<variant>[A-Za-z0-9_-]+)\])?$")
 
 

@@ -8,7 +8,7 @@ microseconds is launch-bound, and "0.0 TFLOP/s, 0% of roofline" would only say s
 from __future__ import annotations
 
 from opmatrix.core import status
-from opmatrix.core.result import backend_label
+from opmatrix.core.result import backend_labels
 from opmatrix.decide import stats
 from opmatrix.report.table import Section, key_cells, mixes_toolchains, present, with_toolchain
 
@@ -35,7 +35,7 @@ CLOCK_NOTE = (f"; {CLOCK_MARK}: the SM clock dropped or the driver capped power 
 def timed_rows(df):
     """The rows the performance tables and charts show: `ok` with a median time, each with its backend label."""
     timed = df[(df.status == status.OK) & df.median_ms.notna()].copy()
-    timed["label"] = [backend_label(b, v) for b, v in zip(timed.backend, timed.variant)]
+    timed["label"] = backend_labels(timed)
     return timed
 
 
