@@ -108,3 +108,28 @@ def test_the_two_row_rmsnorm_builds_for_an_odd_token_count_and_guards_the_missin
     stores = [line for line in source.splitlines() if "(Y + " in line]
     guards = re.findall(r"if \(+\(*\(\(int\)blockIdx\.x\) \* 2\) \+ .*?< 16383\)", source)
     assert stores and len(guards) >= 2, source  # the load of x and the store of y each check the row
+
+
+def test_the_l2_prefetch_rmsnorm_prefetches_a_row_ahead_on_hopper_and_refuses_other_gpus():
+    """`l2_prefetch`: each program asks the TMA unit for one bulk L2 prefetch of the row 3 x SMs programs ahead
+    (132 SMs for a compile-only sm_90 build), and the last programs prefetch nothing past x (the kernel's guard;
+    TileLang 0.1.15 also bounds the access itself). Hopper and later only (cp.async.bulk); an A100 or an MI300X is
+    refused with the reason and `default` named."""
+    import tilelang
+
+    tl = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
+    workload = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
+    h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+    with tilelang_cache_off():
+        built = tl.compile_for(workload, "float16", h200, "l2_prefetch")
+        assert built.status == "compiles" and built.config["prefetch_ahead"] == 3 * 132, built
+        assert re.search(r"\d+ registers, no spills", built.what), built.what
+        config = {key: value for key, value in built.config.items() if key != "target"}
+        source = tilelang.compile(tl._kernel(workload["tokens"], workload["hidden"], "float16", **config),
+                                  target=built.config["target"]).get_kernel_source()
+    assert "cp.async.bulk.prefetch.L2.global" in source
+    call = re.search(r"if \((.*)\) \{\n\s*l2_prefetch_bulk\(.*X\[.*\+ 2027520\)\]\)\), 10240\);", source)
+    assert call and "< 15987" in call.group(1), source  # 16383 rows - 396 ahead: the row exists
+    for device in (DeviceInfo("a100", "nvidia", "sm_80", "A100"), DeviceInfo("mi300x", "amd", "gfx942", "MI300X")):
+        with pytest.raises(Unsupported, match="bulk L2 prefetch .* `default` is the portable kernel"):
+            tl.compile_for(workload, "float16", device, "l2_prefetch")

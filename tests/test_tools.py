@@ -135,3 +135,20 @@ def test_rmsnorm_tilelang_designs_build_for_an_h200_with_the_cluster_slots_apart
                                                         cluster)}
     assert offsets["slots"] + 4 * 2 <= offsets["workspace"] or offsets["workspace"] + 4 * 128 <= offsets["slots"], \
         offsets
+
+
+@pytest.mark.integration
+def test_the_pipelined_rmsnorm_design_is_warp_specialised_without_the_register_split_that_allows_one_cta_per_sm():
+    """The sweep's persistent design (tools/h200_rmsnorm_tilelang.py pipelined_rmsnorm): TileLang turns its
+    T.Pipelined row loop into a TMA producer warpgroup and consumers; its default register split (setmaxnreg 240 for
+    the consumers) would leave room for one CTA per SM, so the design turns it off and compiles for `per_sm` CTAs."""
+    from tests.helpers import tilelang_cache_off
+
+    designs = tool("h200_rmsnorm_tilelang")
+    with tilelang_cache_off():
+        specialised = designs.pipelined_rmsnorm(16384, 4096, "float16", 132, 2, 256, 3).get_kernel_source()
+        plain = designs.pipelined_rmsnorm(16384, 4096, "float16", 132, 4, 256, 2,
+                                          specialised=False).get_kernel_source()
+    assert specialised.count("tl::tma_load(") == 1 and "__launch_bounds__(384, 2)" in specialised
+    assert "reg_alloc" not in specialised and "reg_dealloc" not in specialised
+    assert "tl::tma_load(" not in plain and "cp_async" in plain and "__launch_bounds__(256, 4)" in plain

@@ -12,8 +12,10 @@ adds the persistent variants (1, 2, 4 programs per SM; 4 or 8 warps; 1-3 pipelin
 A row spread over 2-5 programs (spread_rows: partial sums shared through global memory) measured 56-80 %.
 `--tilelang` (needs tilelang; the kernels are in tools/h200_rmsnorm_tilelang.py) replaces the Triton variants with
 TileLang's row kernel at other thread counts and rows per program, a row spread over a thread-block cluster of 2
-CTAs (distributed shared memory; 67-72 %), and a row moved by the TMA unit (one bulk load and one bulk store;
-87-91 %). `--only PART` keeps the contestants whose name holds PART.
+CTAs (distributed shared memory; 67-72 %), a row moved by the TMA unit (one bulk load and one bulk store;
+87-91 %), persistent CTAs pipelining rows through shared memory (76-87 %; some warp-specialised configurations
+give wrong rows), and the committed kernel's L2 prefetch (variant `l2_prefetch`, 92-94 %) at other distances and
+shapes. `--only PART` keeps the contestants whose name holds PART.
 
 Every contestant is timed like opmatrix's cells time rows (triton's do_bench, L2 flushed, median of a burst); each
 round visits all contestants of a (workload, dtype) in a fresh shuffled order, so a power-state drift hits them

@@ -47,12 +47,40 @@ _EPILOGUE = 10  # both consumer warpgroups have written O to shared memory
 _LOG2E = 1.4426950408889634
 
 
+def _online_softmax(scale, block_M, block_N):
+    """The online softmax of a (block_M, block_N) block of scores S (exp2 of the scores times `scale`), shared by
+    `fixed` and `fa3` as two macros, because each rescales O between them at its own point:
+    `raise_max(S, m, m_prev, alpha)`: the running row max m takes in S's rows; alpha = exp2((m_prev - m) * scale),
+    the factor that rescales what was summed under the old max.
+    `exponentiate(S, m, alpha, row_sum, total)`: S becomes exp2((S - m) * scale) and the running row sum
+    total = total * alpha + the rows of S."""
+    import tilelang.language as T
+
+    @T.macro
+    def raise_max(S, m, m_prev, alpha):
+        T.copy(m, m_prev)
+        T.reduce_max(S, m, dim=1, clear=False)
+        for i in T.Parallel(block_M):
+            alpha[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+
+    @T.macro
+    def exponentiate(S, m, alpha, row_sum, total):
+        for i, j in T.Parallel(block_M, block_N):
+            S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+        T.reduce_sum(S, row_sum, dim=1)
+        for i in T.Parallel(block_M):
+            total[i] = total[i] * alpha[i] + row_sum[i]
+
+    return raise_max, exponentiate
+
+
 def _kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_stages, threads):
     import tilelang.language as T
 
     shape = (batch, heads, seq, dim)
     scale = spec.softmax_scale(dim) * _LOG2E  # softmax through exp2
     neg_inf = -T.infinity("float32")
+    raise_max, exponentiate = _online_softmax(scale, block_M, block_N)
 
     @T.prim_func
     def attention(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
@@ -85,17 +113,10 @@ def _kernel(batch, heads, seq, dim, causal, dtype, block_M, block_N, num_stages,
                         keep = keep and (bx * block_M + i >= k * block_N + j)
                     S[i, j] = T.if_then_else(keep, 0, neg_inf)
                 T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(m, m_prev)
-                T.reduce_max(S, m, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    alpha[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                raise_max(S, m, m_prev, alpha)
                 for i, j in T.Parallel(block_M, dim):
                     acc[i, j] *= alpha[i]
-                for i, j in T.Parallel(block_M, block_N):
-                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-                T.reduce_sum(S, row_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    total[i] = total[i] * alpha[i] + row_sum[i]
+                exponentiate(S, m, alpha, row_sum, total)
                 T.copy(S, P)
                 T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], V_s)
                 T.gemm(P, V_s, acc, policy=T.GemmWarpPolicy.FullRow)
@@ -130,6 +151,7 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong
     n_blocks = -(-seq // block_N)
     needs_mask = causal or seq % block_N != 0
     full_row = T.GemmWarpPolicy.FullRow
+    raise_max, exponentiate = _online_softmax(scale, block_M, block_N)
 
     @T.macro
     def softmax(k, bx, S, m, m_prev, alpha, row_sum, total):
@@ -141,15 +163,8 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong
                     if causal:
                         keep = keep and (bx * block_M + i >= k * block_N + j)
                     S[i, j] = T.if_then_else(keep, S[i, j], neg_inf)
-        T.copy(m, m_prev)
-        T.reduce_max(S, m, dim=1, clear=False)
-        for i in T.Parallel(block_M):
-            alpha[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-        for i, j in T.Parallel(block_M, block_N):
-            S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-        T.reduce_sum(S, row_sum, dim=1)
-        for i in T.Parallel(block_M):
-            total[i] = total[i] * alpha[i] + row_sum[i]
+        raise_max(S, m, m_prev, alpha)
+        exponentiate(S, m, alpha, row_sum, total)
 
     @T.macro
     def await_turn(wg):  # ping-pong: wait until the other consumer warpgroup has issued its wgmmas

@@ -40,7 +40,6 @@ VARIANTS = ("tile", "ws", "tuned", "cpu")
 
 _TILE_CONFIG = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": 10}
 _WS_CONFIG = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "group": 8, "policy": "full_row"}
-_SM_COUNT = {"sm_90": 132}  # compile-only builds: persistent grids are sized for the device's SMs (H100/H200)
 # (design, block_M, block_N, block_K, stages, raster): raster is the panel size for `tile`, the group for `ws`
 _TUNE_SPACE = ([dict(persistent=False, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=256, raster=r)
                 for bm, bn, bk, st in ((128, 256, 64, 3), (128, 256, 64, 4), (256, 128, 64, 3), (128, 128, 64, 4),
@@ -197,19 +196,6 @@ def _tuning_program(M, N, K, dtype, sms):
     return gemm_relu_program
 
 
-def _known_sm_count(device) -> int:
-    """The SM count of the device's arch (compile-only builds, where no such device is here)."""
-    return _SM_COUNT.get(device.arch, 132)
-
-
-def _sm_count(device) -> int:
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    return _known_sm_count(device)
-
-
 def build(workload, dtype, device, variant):
     import tilelang
 
@@ -230,11 +216,12 @@ def build(workload, dtype, device, variant):
         if variant == "tuned":
             ws_runs = _ws_refusal(device, target, K, N, dtype) is None
             space = [c for c in _TUNE_SPACE if ws_runs or not c["persistent"]]
-            kernel, record = tune.tilelang_autotune(_tuning_program(M, N, K, dtype, _sm_count(device)), space, target)
+            program = _tuning_program(M, N, K, dtype, aot.sm_count(device))
+            kernel, record = tune.tilelang_autotune(program, space, target)
             config = dict(record, target=target)
         elif variant == "ws":
             _require_ws(device, target, K, N, dtype)
-            sms = _sm_count(device)
+            sms = aot.sm_count(device)
             kernel = tilelang.compile(_ws_kernel(M, N, K, dtype, sms=sms, **_WS_CONFIG), target=target)
             config = dict(_WS_CONFIG, sms=sms, target=target)
         else:
@@ -271,7 +258,7 @@ def compile_for(workload, dtype, device, variant):
     M, N, K = workload["M"], workload["N"], workload["K"]
     if variant == "ws":
         _require_ws(device, aot.tilelang_target(device), K, N, dtype)
-        sms = _known_sm_count(device)
+        sms = aot.known_sm_count(device)
         return aot.tilelang_compile_for(_ws_kernel(M, N, K, dtype, sms=sms, **_WS_CONFIG), device,
                                         dict(_WS_CONFIG, sms=sms))
     # 'tuned' is the same kernel source; with no device to time candidates on, its fixed configuration is built

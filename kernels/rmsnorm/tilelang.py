@@ -2,32 +2,66 @@
 reduced across the block's threads (T.reduce_sum), scaled and stored. GPU only: there is no CPU implementation
 (the coverage grid shows that gap).
 
-Variants: `default` holds one row per program, `two_rows` two (the same threads, so twice the bytes per thread).
-Paired on H200s (reports/20261201-h200-rmsnorm-two-rows and -repeat, NOTES there): at odd_5120 two rows are
-1.01x one row and reach 92.5-92.8 % of the copy ceiling; at llama_4096 they are 0.99-1.00x (89.2-89.6 %)."""
-from opmatrix.kit import Built, aot, load_spec
+Variants:
+- `default`: one row per program.
+- `two_rows`: two rows per program on the same threads (twice the bytes per thread). Paired on H200s
+  (reports/20261201-h200-rmsnorm-two-rows and -repeat): at odd_5120 1.01x one row, 92.5-92.8 % of the copy
+  ceiling; at llama_4096 0.99-1.00x (89.2-89.6 %).
+- `l2_prefetch` (Hopper and later): one row per program, and each program first has the TMA unit bring the row of
+  the program 3 x SMs launches ahead into L2 (one `cp.async.bulk.prefetch.L2`, PTX through T.import_source: TileLang
+  has no prefetch of its own). DRAM then streams ahead of the programs instead of in whole-program bursts. Paired
+  on two H200s (reports/20261201-h200-rmsnorm-l2-prefetch, -repeat, -other-gpu): 1.02-1.03x one row, 91.8-92.5 %
+  of the copy ceiling at llama_4096 (one row: 89.5-90 %; torch's copy of the same bytes: about 92.3 %) and
+  93.8-94.2 % at odd_5120. The distance: reports/20261201-h200-rmsnorm-tilelang/NOTES.md, section 5.
+"""
+from opmatrix.kit import ITEMSIZE, Built, Unsupported, aot, load_spec
 
 spec = load_spec(__file__)
-VARIANTS = ("default", "two_rows")
-_BLOCK_ROWS = {"default": 1, "two_rows": 2}
+VARIANTS = ("default", "two_rows", "l2_prefetch")
+_BLOCK_ROWS = {"default": 1, "two_rows": 2, "l2_prefetch": 1}
+_PREFETCH_PER_SM = 3  # programs ahead per SM: 2-4 measured alike, 0.5-1 and 6-24 slower (the NOTES above)
+_L2_PREFETCH = r"""
+__device__ __forceinline__ void l2_prefetch_bulk(const void* address, unsigned bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(address), "r"(bytes) : "memory");
+}
+"""
 
 
-def _config(hidden: int, variant: str) -> dict:
-    return {"block_rows": _BLOCK_ROWS[variant], "threads": aot.tilelang_row_threads(hidden)}
+def _config(hidden: int, variant: str, device, sms) -> dict:
+    """`sms`: the SM count, a function, read only for `l2_prefetch` (the build's GPU, or the arch's)."""
+    config = {"block_rows": _BLOCK_ROWS[variant], "threads": aot.tilelang_row_threads(hidden)}
+    if variant == "l2_prefetch":
+        if device.vendor != "nvidia" or int(device.arch.removeprefix("sm_")) < 90:
+            raise Unsupported("`l2_prefetch` asks the TMA unit for a bulk L2 prefetch (cp.async.bulk, sm_90 and "
+                              "later); `default` is the portable kernel")
+        config["prefetch_ahead"] = _PREFETCH_PER_SM * sms(device)
+    return config
 
 
-def _kernel(tokens, hidden, dtype, block_rows, threads):
+def _kernel(tokens, hidden, dtype, block_rows, threads, prefetch_ahead=0, min_blocks_per_sm=0):
+    """`prefetch_ahead` > 0: program bx first prefetches into L2 the rows of program bx + prefetch_ahead.
+    `min_blocks_per_sm` > 0: compiled for that many resident programs per SM (__launch_bounds__ caps the registers;
+    tools/h200_rmsnorm_tilelang.py measures it), else the compiler's choice."""
     import tilelang.language as T
 
     eps = spec.EPS
+    row_bytes = hidden * ITEMSIZE[dtype]
 
     @T.prim_func
     def rmsnorm(X: T.Tensor((tokens, hidden), dtype), W: T.Tensor((hidden,), dtype),
                 Y: T.Tensor((tokens, hidden), dtype)):
         with T.Kernel(T.ceildiv(tokens, block_rows), threads=threads) as bx:
+            if min_blocks_per_sm > 0:
+                T.annotate_min_blocks_per_sm(min_blocks_per_sm)
             x = T.alloc_fragment((block_rows, hidden), "float32")
             sq = T.alloc_fragment((block_rows, hidden), "float32")
             total = T.alloc_fragment((block_rows,), "float32")
+            if prefetch_ahead > 0:
+                T.import_source(_L2_PREFETCH)
+                tx = T.get_thread_binding(0)
+                ahead = (bx + prefetch_ahead) * block_rows
+                if tx < block_rows and ahead + tx < tokens:
+                    T.call_extern("handle", "l2_prefetch_bulk", T.access_ptr(X[ahead + tx, 0], "r"), row_bytes)
             T.copy(X[bx * block_rows, 0], x)
             for i, j in T.Parallel(block_rows, hidden):
                 sq[i, j] = x[i, j] * x[i, j]
@@ -43,7 +77,7 @@ def _kernel(tokens, hidden, dtype, block_rows, threads):
 
 def build(workload, dtype, device, variant):
     kernel, config = aot.tilelang_gpu_build(
-        device, "rmsnorm", lambda: _config(workload["hidden"], variant),
+        device, "rmsnorm", lambda: _config(workload["hidden"], variant, device, aot.sm_count),
         lambda config: _kernel(workload["tokens"], workload["hidden"], dtype, **config))
 
     def rmsnorm(x, weight, out):
@@ -53,6 +87,6 @@ def build(workload, dtype, device, variant):
 
 
 def compile_for(workload, dtype, device, variant):
-    config = _config(workload["hidden"], variant)
+    config = _config(workload["hidden"], variant, device, aot.known_sm_count)
     func = _kernel(workload["tokens"], workload["hidden"], dtype, **config)
     return aot.tilelang_compile_for(func, device, config)

@@ -41,6 +41,23 @@ def tilelang_gpu_build(device, op: str, make_config, make_func):
     return tilelang.compile(make_func(config), target=target), dict(config, target=target)
 
 
+_SM_COUNT = {"sm_90": 132}  # compile-only builds: grids sized by SMs are sized for the arch's part (H100/H200)
+
+
+def known_sm_count(device) -> int:
+    """The SM count of the device's arch, for compile-only builds where no such device is here."""
+    return _SM_COUNT.get(device.arch, 132)
+
+
+def sm_count(device) -> int:
+    """The SMs of the GPU this process runs on, or for a compile-only build the arch's (known_sm_count)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return known_sm_count(device)
+
+
 def tilelang_row_threads(row: int) -> int:
     """Threads for a kernel that holds one row of `row` elements per block: the most (up to 256) that split the
     row evenly, since TileLang's layout inference needs an even split."""
