@@ -133,3 +133,22 @@ def test_the_l2_prefetch_rmsnorm_prefetches_a_row_ahead_on_hopper_and_refuses_ot
     for device in (DeviceInfo("a100", "nvidia", "sm_80", "A100"), DeviceInfo("mi300x", "amd", "gfx942", "MI300X")):
         with pytest.raises(Unsupported, match="bulk L2 prefetch .* `default` is the portable kernel"):
             tl.compile_for(workload, "float16", device, "l2_prefetch")
+
+
+def test_the_triton_l2_prefetch_rmsnorm_builds_for_hopper_and_refuses_rows_a_bulk_prefetch_cannot_move():
+    """Triton's `l2_prefetch` (the same prefetch as TileLang's, inline PTX from the first thread): a cubin for
+    sm_90 with the prefetch 3 x 132 programs ahead; refused on an A100 and an MI300X (whose `default` still builds),
+    and for a row that is not a whole number of 16-byte units (cp.async.bulk moves 16-byte units)."""
+    tr = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")
+    workloads = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS
+    h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+    built = tr.compile_for(workloads["odd_5120"], "bfloat16", h200, "l2_prefetch")
+    assert built.status == "compiles" and "sm_90 cubin" in built.what and built.config["AHEAD"] == 3 * 132, built
+    assert tr.compile_for(workloads["odd_5120"], "bfloat16", h200, "default").config["AHEAD"] == 0
+    mi300x = DeviceInfo("mi300x", "amd", "gfx942", "MI300X")
+    for device in (DeviceInfo("a100", "nvidia", "sm_80", "A100"), mi300x):
+        with pytest.raises(Unsupported, match="bulk L2 prefetch .* `default` is the portable kernel"):
+            tr.compile_for(workloads["llama_4096"], "float16", device, "l2_prefetch")
+    assert "gfx942 hsaco" in tr.compile_for(workloads["llama_4096"], "float16", mi300x, "default").what
+    with pytest.raises(Unsupported, match="a row of 1001 float16 is 2002 bytes"):
+        tr.compile_for({"tokens": 67, "hidden": 1001}, "float16", h200, "l2_prefetch")

@@ -13,10 +13,13 @@ def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
     """The default matrix's kernels and backends on this CPU: each backend's answer (ok, correctness-only,
     unsupported with the reason). Its fleet devices, compile-only: test_compile_only_cells.py."""
     run_dir, full = run_default_style(tmp_path, ["cpu"])
-    norm = {(r.device, r.backend): r for r in full[full.kernel == "rmsnorm"].itertuples()}
-    assert norm[("cpu", "torch")].status == "ok" and norm[("cpu", "torch")].rel_err < 1e-5
-    assert norm[("cpu", "triton")].status == "ok" and norm[("cpu", "triton")].timer == "correctness-only"
-    assert norm[("cpu", "tilelang")].status == "unsupported"  # a gap: the CPU needs its own implementation
+    norm = {(r.device, r.backend, r.variant): r for r in full[full.kernel == "rmsnorm"].itertuples()}
+    assert norm[("cpu", "torch", "default")].status == "ok" and norm[("cpu", "torch", "default")].rel_err < 1e-5
+    triton_norm = norm[("cpu", "triton", "default")]
+    assert triton_norm.status == "ok" and triton_norm.timer == "correctness-only"
+    assert norm[("cpu", "triton", "l2_prefetch")].status == "unsupported"  # a Hopper instruction
+    assert "cp.async.bulk" in norm[("cpu", "triton", "l2_prefetch")].error
+    assert norm[("cpu", "tilelang", "default")].status == "unsupported"  # a gap: the CPU needs its own implementation
     attn = {(r.device, r.backend, r.variant): r for r in full[full.kernel == "flash_attention"].itertuples()}
     assert attn[("cpu", "torch", "math")].status == "ok" and attn[("cpu", "torch", "math")].rel_err < 1e-5
     assert attn[("cpu", "torch", "cudnn")].status == "unsupported"  # each SDPA backend is its own row

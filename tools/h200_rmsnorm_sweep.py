@@ -202,8 +202,8 @@ def persistent(x, w, y, per_sm, warps, stages):
 
 def split(width: int) -> tuple[int, int]:
     """The two blocks (A, B) of `width` columns (a row, or a program's part of one) as the committed kernel chooses
-    them for a row (kernels/rmsnorm/triton.py _config)."""
-    config = COMMITTED._config(width, True)
+    them for a row (kernels/rmsnorm/triton.py _row_blocks)."""
+    config = COMMITTED._row_blocks(width, True)
     return config["A"], config["B"]
 
 

@@ -10,16 +10,16 @@ Variants:
 - `l2_prefetch` (Hopper and later): one row per program, and each program first has the TMA unit bring the row of
   the program 3 x SMs launches ahead into L2 (one `cp.async.bulk.prefetch.L2`, PTX through T.import_source: TileLang
   has no prefetch of its own). DRAM then streams ahead of the programs instead of in whole-program bursts. Paired
-  on two H200s (reports/20261201-h200-rmsnorm-l2-prefetch, -repeat, -other-gpu): 1.02-1.03x one row, 91.8-92.5 %
-  of the copy ceiling at llama_4096 (one row: 89.5-90 %; torch's copy of the same bytes: about 92.3 %) and
-  93.8-94.2 % at odd_5120. The distance: reports/20261201-h200-rmsnorm-tilelang/NOTES.md, section 5.
+  on three H200s (reports/20261201-h200-rmsnorm-l2-prefetch, -repeat, -other-gpu, -triton): 1.02-1.03x one row,
+  91.8-92.5 % of the copy ceiling at llama_4096 (one row: 89.5-90 %; torch's copy of the same bytes: about 92.3 %)
+  and 93.8-94.5 % at odd_5120. The distance (spec.L2_PREFETCH_PER_SM): reports/20261201-h200-rmsnorm-tilelang/
+  NOTES.md, section 5. kernels/rmsnorm/triton.py has the same variant.
 """
-from opmatrix.kit import ITEMSIZE, Built, Unsupported, aot, load_spec
+from opmatrix.kit import ITEMSIZE, Built, aot, load_spec
 
 spec = load_spec(__file__)
 VARIANTS = ("default", "two_rows", "l2_prefetch")
 _BLOCK_ROWS = {"default": 1, "two_rows": 2, "l2_prefetch": 1}
-_PREFETCH_PER_SM = 3  # programs ahead per SM: 2-4 measured alike, 0.5-1 and 6-24 slower (the NOTES above)
 _L2_PREFETCH = r"""
 __device__ __forceinline__ void l2_prefetch_bulk(const void* address, unsigned bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(address), "r"(bytes) : "memory");
@@ -31,10 +31,8 @@ def _config(hidden: int, variant: str, device, sms) -> dict:
     """`sms`: the SM count, a function, read only for `l2_prefetch` (the build's GPU, or the arch's)."""
     config = {"block_rows": _BLOCK_ROWS[variant], "threads": aot.tilelang_row_threads(hidden)}
     if variant == "l2_prefetch":
-        if device.vendor != "nvidia" or int(device.arch.removeprefix("sm_")) < 90:
-            raise Unsupported("`l2_prefetch` asks the TMA unit for a bulk L2 prefetch (cp.async.bulk, sm_90 and "
-                              "later); `default` is the portable kernel")
-        config["prefetch_ahead"] = _PREFETCH_PER_SM * sms(device)
+        aot.require_bulk_l2_prefetch(device, variant)
+        config["prefetch_ahead"] = spec.L2_PREFETCH_PER_SM * sms(device)
     return config
 
 

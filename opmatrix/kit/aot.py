@@ -58,6 +58,15 @@ def sm_count(device) -> int:
     return known_sm_count(device)
 
 
+def require_bulk_l2_prefetch(device, variant: str) -> None:
+    """Refuse a variant that asks the TMA unit for bulk L2 prefetches (cp.async.bulk.prefetch.L2: NVIDIA sm_90 and
+    later) on any other device, naming `default` as the portable kernel."""
+    if not (device.vendor == "nvidia" and device.arch.startswith("sm_")
+            and int(device.arch.removeprefix("sm_").rstrip("a")) >= 90):
+        raise Unsupported(f"`{variant}` asks the TMA unit for a bulk L2 prefetch (cp.async.bulk, sm_90 and later); "
+                          "`default` is the portable kernel")
+
+
 def tilelang_row_threads(row: int) -> int:
     """Threads for a kernel that holds one row of `row` elements per block: the most (up to 256) that split the
     row evenly, since TileLang's layout inference needs an even split."""
