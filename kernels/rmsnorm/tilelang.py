@@ -10,10 +10,10 @@ Variants:
 - `l2_prefetch` (Hopper and later): one row per program, and each program first has the TMA unit bring the row of
   the program 3 x SMs launches ahead into L2 (one `cp.async.bulk.prefetch.L2`, PTX through T.import_source: TileLang
   has no prefetch of its own). DRAM then streams ahead of the programs instead of in whole-program bursts. Paired
-  on three H200s (reports/20261201-h200-rmsnorm-l2-prefetch, -repeat, -other-gpu, -triton): 1.02-1.03x one row,
-  91.8-92.5 % of the copy ceiling at llama_4096 (one row: 89.5-90 %; torch's copy of the same bytes: about 92.3 %)
-  and 93.8-94.5 % at odd_5120. The distance (spec.L2_PREFETCH_PER_SM): reports/20261201-h200-rmsnorm-tilelang/
-  NOTES.md, section 5. kernels/rmsnorm/triton.py has the same variant.
+  on four H200s (reports/20261201-h200-rmsnorm-l2-prefetch and its -repeat, -other-gpu, -triton, -triton-repeat):
+  1.02-1.03x one row, 91.8-92.5 % of the copy ceiling at llama_4096 (one row: 89.5-90 %; torch's copy of the same
+  bytes: about 92.3 %) and 93.8-94.5 % at odd_5120. The distance (spec.L2_PREFETCH_PER_SM):
+  reports/20261201-h200-rmsnorm-tilelang/NOTES.md, section 5. kernels/rmsnorm/triton.py has the same variant.
 """
 from opmatrix.kit import ITEMSIZE, Built, aot, load_spec
 

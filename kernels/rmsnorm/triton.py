@@ -8,7 +8,9 @@ lanes at hidden 5120 (8192 lanes): on an H200 that ran at 78 % of copy bandwidth
 
 Variants: `default`; `l2_prefetch` (Hopper and later), the same kernel whose program first has the TMA unit bring
 the row of the program 3 x SMs launches ahead into L2 (one `cp.async.bulk.prefetch.L2` from the first thread,
-inline PTX): TileLang's `l2_prefetch` (kernels/rmsnorm/tilelang.py says why and what it measured) written in Triton.
+inline PTX): TileLang's `l2_prefetch` (kernels/rmsnorm/tilelang.py says why) written in Triton. Paired on two H200s
+(reports/20261201-h200-rmsnorm-l2-prefetch-triton and -repeat): 1.04-1.05x `default` at llama_4096, to 92.1-92.8 % of
+the copy ceiling; 1.00-1.01x at odd_5120 (91.8-91.9 %), where the split row's registers hold the kernel instead.
 """
 import triton
 import triton.language as tl
