@@ -1,7 +1,10 @@
-"""Compile-only builds for implementations: answer "does it even build for that device?" where no host has it.
+"""Builds for a device, above all compile-only ones: answer "does it even build for that device?" where no host has
+it.
 
-Used from `compile_for` in kernels/<op>/<backend>.py. Each helper returns what `compile_for` returns, a
-`Compiled(status="compiles" | "lowers", what=<what was built>, config={...})`. Framework imports stay inside the
+Used from `compile_for` in kernels/<op>/<backend>.py: the `*_compile_for` helpers return what `compile_for` returns,
+a `Compiled(status="compiles" | "lowers", what=<what was built>, config={...})`. The device facts that `build` and
+`compile_for` both need live here too: the TileLang target, the SM count (this GPU's, or the arch's when it is
+absent), and the refusal of a variant whose instructions the device lacks. Framework imports stay inside the
 functions: the engine imports this module without TileLang or Triton.
 """
 from __future__ import annotations
