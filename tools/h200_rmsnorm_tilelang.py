@@ -190,9 +190,10 @@ def contestants(x, w, y, dtype: str, wanted) -> dict:
         if wanted(name):
             kernel = pipelined_rmsnorm(tokens, hidden, dtype, sms, per_sm, threads, stages, tma_store, specialised)
             fns[name] = lambda k=kernel: k(x, w, y)
-    prefetching = module.build({"tokens": tokens, "hidden": hidden}, dtype, H200, "l2_prefetch")
-    fns[f"committed tilelang l2_prefetch {prefetching.config['prefetch_ahead']} ahead"] = \
-        lambda: prefetching.fn(x, w, y)
+    if wanted("committed tilelang l2_prefetch"):
+        prefetching = module.build({"tokens": tokens, "hidden": hidden}, dtype, H200, "l2_prefetch")
+        fns[f"committed tilelang l2_prefetch {prefetching.config['prefetch_ahead']} ahead"] = \
+            lambda: prefetching.fn(x, w, y)
     for rows, per_sm, threads, resident in PREFETCHED:
         name = (f"tilelang L2 prefetch {per_sm}/SM ahead rows={rows}" + (f" threads={threads}" if threads else "")
                 + (f" {resident} CTAs/SM" if resident else ""))

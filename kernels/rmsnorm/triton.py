@@ -70,10 +70,15 @@ def _config(hidden: int, dtype: str, device, variant: str, sms) -> dict:
     return dict(_row_blocks(hidden, device.is_gpu), AHEAD=ahead)
 
 
+def _constexprs(config: dict) -> dict:
+    """The kernel's compile-time arguments out of a _config record (the rest is num_warps, a launch option)."""
+    return {key: config[key] for key in ("A", "B", "AHEAD")}
+
+
 def build(workload, dtype, device, variant):
     tokens, hidden = workload["tokens"], workload["hidden"]
     config = _config(hidden, dtype, device, variant, aot.sm_count)
-    constexprs = {key: config[key] for key in ("A", "B", "AHEAD")}
+    constexprs = _constexprs(config)
     row_bytes = hidden * ITEMSIZE[dtype]
 
     def rmsnorm(x, weight, out):
@@ -86,5 +91,5 @@ def build(workload, dtype, device, variant):
 def compile_for(workload, dtype, device, variant):
     """No host has the device: compile ahead of time for it (CUDA cubin or AMD hsaco)."""
     config = _config(workload["hidden"], dtype, device, variant, aot.known_sm_count)
-    return aot.triton_compile_for(_rmsnorm_kernel, dtype, {key: config[key] for key in ("A", "B", "AHEAD")},
-                                  {"num_warps": config["num_warps"]}, device)
+    return aot.triton_compile_for(_rmsnorm_kernel, dtype, _constexprs(config), {"num_warps": config["num_warps"]},
+                                  device)
