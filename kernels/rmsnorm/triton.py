@@ -63,9 +63,10 @@ def _config(hidden: int, dtype: str, device, variant: str, sms) -> dict:
     ahead = 0
     if variant == "l2_prefetch":
         aot.require_bulk_l2_prefetch(device, variant)
-        if hidden * ITEMSIZE[dtype] % 16:
+        row_bytes = hidden * ITEMSIZE[dtype]
+        if row_bytes % 16:
             raise Unsupported(f"`l2_prefetch` prefetches whole rows in 16-byte units: a row of {hidden} {dtype} is "
-                              f"{hidden * ITEMSIZE[dtype]} bytes")
+                              f"{row_bytes} bytes")
         ahead = spec.L2_PREFETCH_PER_SM * sms(device)
     return dict(_row_blocks(hidden, device.is_gpu), AHEAD=ahead)
 

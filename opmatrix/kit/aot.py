@@ -61,11 +61,15 @@ def sm_count(device) -> int:
     return known_sm_count(device)
 
 
+def cuda_capability(arch: str) -> int:
+    """An NVIDIA arch's compute capability as one number: sm_90 and sm_90a -> 90."""
+    return int(arch.removeprefix("sm_").rstrip("a"))
+
+
 def require_bulk_l2_prefetch(device, variant: str) -> None:
     """Refuse a variant that asks the TMA unit for bulk L2 prefetches (cp.async.bulk.prefetch.L2: NVIDIA sm_90 and
     later) on any other device, naming `default` as the portable kernel."""
-    if not (device.vendor == "nvidia" and device.arch.startswith("sm_")
-            and int(device.arch.removeprefix("sm_").rstrip("a")) >= 90):
+    if not (device.vendor == "nvidia" and device.arch.startswith("sm_") and cuda_capability(device.arch) >= 90):
         raise Unsupported(f"`{variant}` asks the TMA unit for a bulk L2 prefetch (cp.async.bulk, sm_90 and later); "
                           "`default` is the portable kernel")
 
@@ -150,7 +154,7 @@ def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, devi
     signature = {name: ("constexpr" if name in constexprs else elem if name.endswith("_ptr")
                         else "fp32" if name in FLOAT_ARGS else "i32") for name in kernel.arg_names}
     if device.vendor == "nvidia":
-        target, binary = GPUTarget("cuda", int(device.arch.removeprefix("sm_").rstrip("a")), 32), "cubin"
+        target, binary = GPUTarget("cuda", cuda_capability(device.arch), 32), "cubin"
     else:
         target, binary = GPUTarget("hip", device.arch, 64), "hsaco"
     with _triton_ptxas_report(device) as report:
