@@ -14,6 +14,10 @@ from opmatrix.incell.plugins import Unsupported
 from tests.helpers import run_default_style, tilelang_cache_off
 
 pytestmark = pytest.mark.integration
+# compile-only targets: no such GPU on this host
+H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+A100 = DeviceInfo("a100", "nvidia", "sm_80", "A100")
+MI300X = DeviceInfo("mi300x", "amd", "gfx942", "MI300X")
 
 
 def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
@@ -68,7 +72,7 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
 def test_the_fa3_flash_attention_refuses_a_gpu_that_is_not_hopper():
     tl = plugins.load_impl(paths.KERNELS, "flash_attention", "tilelang")
     workload = plugins.load_spec(paths.KERNELS, "flash_attention").WORKLOADS["b1_h2_s127_d64_causal"]
-    for device in (DeviceInfo("mi300x", "amd", "gfx942", "MI300X"), DeviceInfo("b200", "nvidia", "sm_100", "B200")):
+    for device in (MI300X, DeviceInfo("b200", "nvidia", "sm_100", "B200")):
         for variant in ("fa3", "tuned"):
             with pytest.raises(Unsupported, match="written for Hopper"):
                 tl.compile_for(workload, "float16", device, variant)
@@ -79,14 +83,13 @@ def test_the_ws_gemm_builds_for_partial_tiles_and_refuses_rows_tma_cannot_copy()
     partial_tiles rows check the values), rows that are not 16-byte multiples are refused with the reason."""
     tl = plugins.load_impl(paths.KERNELS, "gemm_relu", "tilelang")
     workloads = plugins.load_spec(paths.KERNELS, "gemm_relu").WORKLOADS
-    h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
     with tilelang_cache_off():  # a cached binary would come without ptxas' report
-        built = tl.compile_for(workloads["partial_tiles"], "bfloat16", h200, "ws")
+        built = tl.compile_for(workloads["partial_tiles"], "bfloat16", H200, "ws")
     assert built.status == "compiles" and "TMA loads, TMA stores, setmaxnreg" in built.what, built.what
     assert re.search(r"setmaxnreg, \d+ registers, no spills \(", built.what), built.what
     with pytest.raises(Unsupported, match="16-byte row strides: K=4096 and N=4095"):
-        tl.compile_for(workloads["ragged_4097"], "float16", h200, "ws")
-    assert tl.compile_for(workloads["ragged_4097"], "float16", h200, "tile").status == "compiles"
+        tl.compile_for(workloads["ragged_4097"], "float16", H200, "ws")
+    assert tl.compile_for(workloads["ragged_4097"], "float16", H200, "tile").status == "compiles"
 
 
 def test_the_two_row_rmsnorm_builds_for_an_odd_token_count_and_guards_the_missing_row():
@@ -97,9 +100,8 @@ def test_the_two_row_rmsnorm_builds_for_an_odd_token_count_and_guards_the_missin
 
     tl = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
     workload = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
-    h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
     with tilelang_cache_off():
-        built = tl.compile_for(workload, "bfloat16", h200, "two_rows")
+        built = tl.compile_for(workload, "bfloat16", H200, "two_rows")
         assert built.status == "compiles" and built.config["block_rows"] == 2, built
         assert re.search(r"\d+ registers, no spills", built.what), built.what
         func = tl._kernel(workload["tokens"], workload["hidden"], "bfloat16", built.config["block_rows"],
@@ -119,9 +121,8 @@ def test_the_l2_prefetch_rmsnorm_prefetches_a_row_ahead_on_hopper_and_refuses_ot
 
     tl = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
     workload = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
-    h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
     with tilelang_cache_off():
-        built = tl.compile_for(workload, "float16", h200, "l2_prefetch")
+        built = tl.compile_for(workload, "float16", H200, "l2_prefetch")
         assert built.status == "compiles" and built.config["prefetch_ahead"] == 3 * 132, built
         assert re.search(r"\d+ registers, no spills", built.what), built.what
         config = {key: value for key, value in built.config.items() if key != "target"}
@@ -130,7 +131,7 @@ def test_the_l2_prefetch_rmsnorm_prefetches_a_row_ahead_on_hopper_and_refuses_ot
     assert "cp.async.bulk.prefetch.L2.global" in source
     call = re.search(r"if \((.*)\) \{\n\s*l2_prefetch_bulk\(.*X\[.*\+ 2027520\)\]\)\), 10240\);", source)
     assert call and "< 15987" in call.group(1), source  # 16383 rows - 396 ahead: the row exists
-    for device in (DeviceInfo("a100", "nvidia", "sm_80", "A100"), DeviceInfo("mi300x", "amd", "gfx942", "MI300X")):
+    for device in (A100, MI300X):
         with pytest.raises(Unsupported, match="bulk L2 prefetch .* `default` is the portable kernel"):
             tl.compile_for(workload, "float16", device, "l2_prefetch")
 
@@ -141,14 +142,12 @@ def test_the_triton_l2_prefetch_rmsnorm_builds_for_hopper_and_refuses_rows_a_bul
     and for a row that is not a whole number of 16-byte units (cp.async.bulk moves 16-byte units)."""
     tr = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")
     workloads = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS
-    h200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
-    built = tr.compile_for(workloads["odd_5120"], "bfloat16", h200, "l2_prefetch")
+    built = tr.compile_for(workloads["odd_5120"], "bfloat16", H200, "l2_prefetch")
     assert built.status == "compiles" and "sm_90 cubin" in built.what and built.config["AHEAD"] == 3 * 132, built
-    assert tr.compile_for(workloads["odd_5120"], "bfloat16", h200, "default").config["AHEAD"] == 0
-    mi300x = DeviceInfo("mi300x", "amd", "gfx942", "MI300X")
-    for device in (DeviceInfo("a100", "nvidia", "sm_80", "A100"), mi300x):
+    assert tr.compile_for(workloads["odd_5120"], "bfloat16", H200, "default").config["AHEAD"] == 0
+    for device in (A100, MI300X):
         with pytest.raises(Unsupported, match="bulk L2 prefetch .* `default` is the portable kernel"):
             tr.compile_for(workloads["llama_4096"], "float16", device, "l2_prefetch")
-    assert "gfx942 hsaco" in tr.compile_for(workloads["llama_4096"], "float16", mi300x, "default").what
+    assert "gfx942 hsaco" in tr.compile_for(workloads["llama_4096"], "float16", MI300X, "default").what
     with pytest.raises(Unsupported, match="a row of 1001 float16 is 2002 bytes"):
-        tr.compile_for({"tokens": 67, "hidden": 1001}, "float16", h200, "l2_prefetch")
+        tr.compile_for({"tokens": 67, "hidden": 1001}, "float16", H200, "l2_prefetch")
