@@ -21,7 +21,7 @@ Variants:
   Epilogue (`tma_epilogue`): O is written to shared memory over Q's tile and leaves by one TMA store; storing it
   from registers cost 2-4 % at batch 8, where each program has only 32 K/V blocks to spread it over.
   On the H200 against cuDNN's SDPA, paired rounds: 1.01-1.08x at (1, 32, 8192, 128), level at batch 8 (0.99-1.02x
-  over two leases), 503-616 TFLOP/s (reports/20261201-h200-flash-fa3-c);
+  over three leases), 503-616 TFLOP/s (reports/20261201-h200-flash-fa3-c, -flash-fa3-b8-repeat);
   the design it replaced (TileLang's automatic warp specialisation, no overlap): 0.85-0.91x in the same sweep
   (reports/20261201-h200-tilelang-flash-sweep).
 - `tuned`: TileLang's autotuner picks per workload (opmatrix.kit.tune tunes twice and records whether the choice
