@@ -19,6 +19,7 @@ def new_run_folder(reports: Path, run_id: str | None, kind: str, name: str, mark
     <UTC time>-<kind>-<name>. One that already holds `marker` (its main file) is not overwritten."""
     import datetime
 
+        paths.check_run_id(run_id)
     run_id = run_id or f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{kind}-{name}"
     folder = reports / run_id
     if (folder / marker).exists():
@@ -79,6 +80,7 @@ def _check_resume(args) -> None:
 def _cmd_run(args) -> int:
     from opmatrix.run import run
 
+        paths.check_run_id(args.run_id)
     _check_resume(args)
     redo = _redo(args)
     if args.no_ray:
@@ -386,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
     except (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists, RunLocked, StoreError,
             SchedulerError) as exc:
+            SchedulerError, paths.BadRunId) as exc:
         print(f"opmatrix: {exc}", file=sys.stderr)
         return 2
 

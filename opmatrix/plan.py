@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from opmatrix import catalog
 from opmatrix.core.jobs import CellPlan, CellSpec, DeviceSpec, JobSpec, RivalCell, Settings, ToolchainSpec, digest
+from opmatrix import catalog, paths
 from opmatrix.incell import plugins
 from opmatrix.matrix import Matrix
 
@@ -78,6 +78,9 @@ def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan
     """One plan per cell that has jobs; the scratch folder is the run's own (scratch_root/run_id/cell). The cell
     of a [[compare]]'s candidate toolchain rides in the plan of the baseline's cell on the same device (its
     `rival`), so that one cell runner times both in the same rounds."""
+    `rival`), so that one cell runner times both in the same rounds. The run id is one path component
+    (paths.check_run_id): the scratch never lands outside scratch_root."""
+    paths.check_run_id(run_id)
     plans = {}
     for cell in plan_cells(matrix):
         jobs = plan_jobs(matrix, cell)
