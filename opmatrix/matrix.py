@@ -196,21 +196,22 @@ class Matrix(_Model):
         return {d.id: d for d in self.device}
 
     def kernels_dir(self) -> Path:
-        return self._dir(self.run.kernels_dir, paths.KERNELS)
+        return self._dir(self.run.kernels_dir, paths.KERNELS, paths.BUILTIN_KERNELS)
 
     def backends_dir(self) -> Path:
-        return self._dir(self.run.backends_dir, paths.BACKENDS)
+        return self._dir(self.run.backends_dir, paths.BACKENDS, paths.BUILTIN_BACKENDS)
 
-    def _dir(self, value: str | None, default: Path) -> Path:
+    def _dir(self, value: str | None, default: Path, builtin: Path) -> Path:
         """[run] kernels_dir / backends_dir relative to the matrix file; unset: the nearest folder of that name
         at or above the matrix file's own (a project laid out like this one: matrix/, kernels/, backends/), else
-        the checkout's. So a matrix works from an installed opmatrix too."""
+        the project's, else the ones shipped in the package. So a matrix works from an installed opmatrix too."""
+        fallback = default if default.is_dir() else builtin
         if not self.source:
-            return default if value is None else Path(value).resolve()
+            return fallback if value is None else Path(value).resolve()
         here = Path(self.source).resolve().parent
         if value is not None:
             return (here / value).resolve()
-        return next((d / default.name for d in (here, *here.parents) if (d / default.name).is_dir()), default)
+        return next((d / default.name for d in (here, *here.parents) if (d / default.name).is_dir()), fallback)
 
 
 def load_matrix(path: str | Path) -> Matrix:

@@ -1,7 +1,9 @@
 """Where the project's folders are.
 
-From a checkout (or an editable install of one) the project is the checkout: kernels/, backends/, matrix/ and
-reports/ sit beside the opmatrix package. From an installed opmatrix (a wheel in site-packages) the project is the
+The built-in backend adapters and kernels ship inside the package (opmatrix/builtin/backends, .../kernels); a
+project's own backends/ and kernels/ add to them or override them by name (opmatrix.incell.plugins).
+From a checkout (or an editable install of one) the project is the checkout: matrix/ and reports/ sit beside the
+opmatrix package. From an installed opmatrix (a wheel in site-packages) the project is the
 current directory, or OPMATRIX_ROOT where set: the user's own matrix/, kernels/ and backends/ (a matrix file also
 finds kernels/ and backends/ at or above its own folder: opmatrix.matrix). `opmatrix run` passes its project to the
 processes it starts (nox runs in the folder of its noxfile), so every level agrees on it."""
@@ -9,9 +11,11 @@ import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-# "kernels" is also the name of a package on the index, so a kernels/ folder alone does not make a checkout
-CHECKOUT = PACKAGE.parent if (PACKAGE.parent / "noxfile.py").is_file() and (PACKAGE.parent / "kernels").is_dir() \
-    else None
+BUILTIN_KERNELS = PACKAGE / "builtin" / "kernels"
+BUILTIN_BACKENDS = PACKAGE / "builtin" / "backends"
+# a checkout: the package beside the repository's noxfile and default matrix (never true in site-packages)
+CHECKOUT = PACKAGE.parent if (PACKAGE.parent / "noxfile.py").is_file() \
+    and (PACKAGE.parent / "matrix" / "default.toml").is_file() else None
 ROOT_ENV = "OPMATRIX_ROOT"
 ROOT = CHECKOUT or Path(os.environ.get(ROOT_ENV) or Path.cwd()).resolve()
 KERNELS = ROOT / "kernels"
@@ -38,16 +42,3 @@ def engine_path() -> Path:
         except FileExistsError:  # another run made it first
             pass
     return folder
-# A run id names one folder under reports/ and one under the scratch: one path component, nothing that climbs out
-# (`..`, `/`, an absolute path) or hides (a leading dot). Checked wherever a run id becomes a path.
-RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}"
-class BadRunId(Exception):
-    """A run id that is not one safe path component (RUN_ID_PATTERN)."""
-def check_run_id(run_id: str) -> str:
-    """`run_id` itself when it is one safe path component, else BadRunId naming the rule."""
-    import re
-    if not isinstance(run_id, str) or not re.fullmatch(RUN_ID_PATTERN, run_id) or ".." in run_id:
-        raise BadRunId(f"--run-id {run_id!r}: a run id is one folder name: 1-128 characters of letters, digits and "
-                       "'.', '_', '+', '-', starting with a letter or digit, without '..' (no '/', no absolute path); "
-                       "choose another")
-    return run_id

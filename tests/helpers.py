@@ -9,6 +9,7 @@ import textwrap
 import uuid
 from pathlib import Path
 
+from opmatrix import paths
 from opmatrix.core.jobs import DeviceInfo, JobSpec, Mode, Settings, WorkerTask
 from opmatrix.core.result import Result
 from opmatrix.incell import plugins
@@ -104,9 +105,9 @@ def copy_plugins(root: Path, kernel: str, files: list[str], backends: list[str])
     (root / "kernels" / kernel).mkdir(parents=True, exist_ok=True)
     (root / "backends").mkdir(exist_ok=True)
     for name in files:
-        shutil.copy(REPO / "kernels" / kernel / name, root / "kernels" / kernel / name)
+        shutil.copy(paths.BUILTIN_KERNELS / kernel / name, root / "kernels" / kernel / name)
     for name in backends:
-        shutil.copy(REPO / "backends" / f"{name}.py", root / "backends" / f"{name}.py")
+        shutil.copy(paths.BUILTIN_BACKENDS / f"{name}.py", root / "backends" / f"{name}.py")
 
 
 def _task(root: Path, backend: str, kernel: str, workload: str, dtype: str, mode: Mode,

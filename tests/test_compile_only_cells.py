@@ -70,8 +70,8 @@ def test_fleet_devices_are_built_for_on_this_host_and_never_run(tmp_path):
 
 
 def test_the_fa3_flash_attention_refuses_a_gpu_that_is_not_hopper():
-    tl = plugins.load_impl(paths.KERNELS, "flash_attention", "tilelang")
-    workload = plugins.load_spec(paths.KERNELS, "flash_attention").WORKLOADS["b1_h2_s127_d64_causal"]
+    tl = plugins.load_impl(paths.BUILTIN_KERNELS, "flash_attention", "tilelang")
+    workload = plugins.load_spec(paths.BUILTIN_KERNELS, "flash_attention").WORKLOADS["b1_h2_s127_d64_causal"]
     for device in (MI300X, DeviceInfo("b200", "nvidia", "sm_100", "B200")):
         for variant in ("fa3", "tuned"):
             with pytest.raises(Unsupported, match="written for Hopper"):
@@ -81,8 +81,8 @@ def test_the_fa3_flash_attention_refuses_a_gpu_that_is_not_hopper():
 def test_the_ws_gemm_builds_for_partial_tiles_and_refuses_rows_tma_cannot_copy():
     """`ws` moves A, B and C by TMA: partial tiles at every edge build (TMA zero-fills and clips; the H200 run's
     partial_tiles rows check the values), rows that are not 16-byte multiples are refused with the reason."""
-    tl = plugins.load_impl(paths.KERNELS, "gemm_relu", "tilelang")
-    workloads = plugins.load_spec(paths.KERNELS, "gemm_relu").WORKLOADS
+    tl = plugins.load_impl(paths.BUILTIN_KERNELS, "gemm_relu", "tilelang")
+    workloads = plugins.load_spec(paths.BUILTIN_KERNELS, "gemm_relu").WORKLOADS
     with tilelang_cache_off():  # a cached binary would come without ptxas' report
         built = tl.compile_for(workloads["partial_tiles"], "bfloat16", H200, "ws")
     assert built.status == "compiles" and "TMA loads, TMA stores, setmaxnreg" in built.what, built.what
@@ -98,8 +98,8 @@ def test_the_two_row_rmsnorm_builds_for_an_odd_token_count_and_guards_the_missin
     write beyond it)."""
     import tilelang
 
-    tl = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
-    workload = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
+    tl = plugins.load_impl(paths.BUILTIN_KERNELS, "rmsnorm", "tilelang")
+    workload = plugins.load_spec(paths.BUILTIN_KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
     with tilelang_cache_off():
         built = tl.compile_for(workload, "bfloat16", H200, "two_rows")
         assert built.status == "compiles" and built.config["block_rows"] == 2, built
@@ -119,8 +119,8 @@ def test_the_l2_prefetch_rmsnorm_prefetches_a_row_ahead_on_hopper_and_refuses_ot
     refused with the reason and `default` named."""
     import tilelang
 
-    tl = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
-    workload = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
+    tl = plugins.load_impl(paths.BUILTIN_KERNELS, "rmsnorm", "tilelang")
+    workload = plugins.load_spec(paths.BUILTIN_KERNELS, "rmsnorm").WORKLOADS["odd_5120"]
     with tilelang_cache_off():
         built = tl.compile_for(workload, "float16", H200, "l2_prefetch")
         assert built.status == "compiles" and built.config["prefetch_ahead"] == 3 * 132, built
@@ -140,8 +140,8 @@ def test_the_triton_l2_prefetch_rmsnorm_builds_for_hopper_and_refuses_rows_a_bul
     """Triton's `l2_prefetch` (the same prefetch as TileLang's, inline PTX from the first thread): a cubin for
     sm_90 with the prefetch 3 x 132 programs ahead; refused on an A100 and an MI300X (whose `default` still builds),
     and for a row that is not a whole number of 16-byte units (cp.async.bulk moves 16-byte units)."""
-    tr = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")
-    workloads = plugins.load_spec(paths.KERNELS, "rmsnorm").WORKLOADS
+    tr = plugins.load_impl(paths.BUILTIN_KERNELS, "rmsnorm", "triton")
+    workloads = plugins.load_spec(paths.BUILTIN_KERNELS, "rmsnorm").WORKLOADS
     built = tr.compile_for(workloads["odd_5120"], "bfloat16", H200, "l2_prefetch")
     assert built.status == "compiles" and "sm_90 cubin" in built.what and built.config["AHEAD"] == 3 * 132, built
     assert tr.compile_for(workloads["odd_5120"], "bfloat16", H200, "default").config["AHEAD"] == 0

@@ -12,10 +12,11 @@ GPU speed is for a run on an H200 (matrix/h200.toml).
 import pandas as pd
 import pytest
 
+from opmatrix import paths
 from opmatrix.incell import plugins
 from opmatrix.run import run
 from opmatrix.scheduling.local import LocalScheduler
-from tests.helpers import CPU_DEVICE, DEFAULT_STYLE_DEVICES, REPO
+from tests.helpers import CPU_DEVICE, DEFAULT_STYLE_DEVICES
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +62,7 @@ def rows(tmp_path_factory):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_framework_and_compiled_paths_are_correct_and_timed_on_the_cpu(rows, kernel):
     _, got = rows
-    spec = plugins.load_spec(REPO / "kernels", kernel)
+    spec = plugins.load_spec(paths.BUILTIN_KERNELS, kernel)
     for backend in ("torch", "torch-compile"):
         r = got[(kernel, "cpu", backend)]
         assert r.status == "ok", (backend, r.error)
@@ -77,7 +78,7 @@ def test_triton_is_checked_through_its_interpreter_and_tilelang_is_a_cpu_gap(row
     triton = got[(kernel, "cpu", "triton")]
     assert triton.status == "ok", triton.error
     assert triton.timer == "correctness-only" and pd.isna(triton.median_ms)
-    assert triton.rel_err < plugins.load_spec(REPO / "kernels", kernel).tolerance("float32")
+    assert triton.rel_err < plugins.load_spec(paths.BUILTIN_KERNELS, kernel).tolerance("float32")
     tilelang = got[(kernel, "cpu", "tilelang")]
     assert tilelang.status == "unsupported" and "no CPU implementation" in tilelang.error
 

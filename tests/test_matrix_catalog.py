@@ -78,7 +78,7 @@ ADAPTERS = "backend adapter in"
 ])
 def test_backends_need_an_adapter_file(write_matrix, old, new, key, value):
     assert BASE.count(old) == 1
-    assert_refused(write_matrix(BASE.replace(old, new)), key, value, ADAPTERS, str(paths.BACKENDS),
+    assert_refused(write_matrix(BASE.replace(old, new)), key, value, ADAPTERS, str(paths.BUILTIN_BACKENDS),
                    "allowed: blaslt, cutlass, tilelang, torch, torch-compile, triton")
 
 

@@ -123,22 +123,22 @@ def test_kit_is_what_plugin_files_import():
 
 
 def test_an_implementation_reads_the_kernels_shared_constants_from_its_spec():
-    spec = plugins.load_spec(paths.KERNELS, "rmsnorm")
-    assert kit.load_spec(str(paths.KERNELS / "rmsnorm" / "torch.py")) is spec  # one module, checked once
-    impl = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")
+    spec = plugins.load_spec(paths.BUILTIN_KERNELS, "rmsnorm")
+    assert kit.load_spec(str(paths.BUILTIN_KERNELS / "rmsnorm" / "torch.py")) is spec  # one module, checked once
+    impl = plugins.load_impl(paths.BUILTIN_KERNELS, "rmsnorm", "triton")
     assert impl.spec is spec and not hasattr(impl, "EPS")
 
 
 def test_every_committed_plugin_file_honours_its_contract():
     """Loading checks every file: no implementation redefines a spec constant such as EPS (an UPPER_CASE name
     outside the contract), every build has the contract's signature, every backend only states what differs."""
-    for backend in sorted(paths.BACKENDS.glob("*.py")):
-        plugins.load_backend(paths.BACKENDS, backend.stem)
-    for kernel in sorted(p for p in paths.KERNELS.iterdir() if (p / "spec.py").is_file()):
-        plugins.load_spec(paths.KERNELS, kernel.name)
+    for backend in sorted(paths.BUILTIN_BACKENDS.glob("*.py")):
+        plugins.load_backend(paths.BUILTIN_BACKENDS, backend.stem)
+    for kernel in sorted(p for p in paths.BUILTIN_KERNELS.iterdir() if (p / "spec.py").is_file()):
+        plugins.load_spec(paths.BUILTIN_KERNELS, kernel.name)
         for impl in sorted(kernel.glob("*.py")):
             if impl.name != "spec.py":
-                plugins.load_impl(paths.KERNELS, kernel.name, impl.stem)
+                plugins.load_impl(paths.BUILTIN_KERNELS, kernel.name, impl.stem)
 
 
 def test_in_cell_code_imports_only_the_standard_library_at_module_level():

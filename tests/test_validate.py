@@ -46,8 +46,8 @@ def step():
     return targets.make_step(targets.load_target(LLAMA), preset="tiny")
 
 
-def swaps_for(text: str, kernels_dir: Path = paths.KERNELS):
-    return swap.make_swaps(swap.parse_use(text), kernels_dir, paths.BACKENDS, swap.device_info("cpu"))
+def swaps_for(text: str, kernels_dir: Path = paths.BUILTIN_KERNELS):
+    return swap.make_swaps(swap.parse_use(text), kernels_dir, paths.BUILTIN_BACKENDS, swap.device_info("cpu"))
 
 
 def say(line: str) -> None:
@@ -59,7 +59,7 @@ def wrong_kernels(tmp_path):
     """A kernels folder holding rope's real spec and a wrong implementation, wrong.py."""
     folder = tmp_path / "kernels" / "rope"
     folder.mkdir(parents=True)
-    shutil.copy(paths.KERNELS / "rope" / "spec.py", folder / "spec.py")
+    shutil.copy(paths.BUILTIN_KERNELS / "rope" / "spec.py", folder / "spec.py")
     (folder / "wrong.py").write_text(WRONG_ROPE, encoding="utf-8")
     return tmp_path / "kernels"
 
@@ -72,7 +72,7 @@ def test_registry_is_the_profiles_table_and_its_kernels_exist():
     assert all(s.group in ops.GROUPS for s in registry.SITES)
     assert set(registry.swappable()) == {"rope", "rmsnorm", "swiglu"}
     for kernel in registry.swappable():
-        assert (paths.KERNELS / kernel / "spec.py").is_file()
+        assert (paths.BUILTIN_KERNELS / kernel / "spec.py").is_file()
         for site in registry.swap_sites(kernel):
             owner, name = swap.resolve(site)  # the site exists in the installed transformers
             assert callable(getattr(owner, name))
@@ -280,14 +280,14 @@ def test_a_runs_verdicts_choose_and_its_rows_give_the_micro_speedup(tmp_path):
         sources.chosen(folder, "nvidia", None)
     small = {"batch": 2, "heads": 4, "kv_heads": 2, "seq": 64, "head_dim": 64}  # spec WORKLOADS["small_d64"]
     (micro, why), = sources.micro_speedups(folder, choices, {"rope": small}, "float32", "cpu", None,
-                                           paths.KERNELS).values()
+                                           paths.BUILTIN_KERNELS).values()
     assert micro.estimate == pytest.approx(2.0) and "small_d64" in micro.source and "model's shape" in micro.source
     tiny = {"batch": 2, "heads": 4, "kv_heads": 4, "seq": 32, "head_dim": 16}  # no workload of the run has it
     (micro, why), = sources.micro_speedups(folder, choices, {"rope": tiny}, "float32", "cpu", None,
-                                           paths.KERNELS).values()
+                                           paths.BUILTIN_KERNELS).values()
     assert micro.estimate == 2.0 and "geometric mean" in micro.source
     (micro, why), = sources.micro_speedups(folder, choices, {"rope": tiny}, "bfloat16", "cpu", None,
-                                           paths.KERNELS).values()
+                                           paths.BUILTIN_KERNELS).values()
     assert micro.estimate == 2.0 and "geometric mean" in micro.source  # the verdict's, across dtypes: said so
 
 
@@ -311,14 +311,14 @@ def test_a_kernel_whose_model_code_is_a_variant_is_measured_against_it_round_by_
                         baseline_round_ms=base))
     choice = [swap.Choice("rmsnorm", "triton")]
     shape = {"tokens": 256, "hidden": 1024}  # spec WORKLOADS["small_1024"]
-    (micro, _), = sources.micro_speedups(folder, choice, {"rmsnorm": shape}, "float32", "cpu", None, paths.KERNELS,
+    (micro, _), = sources.micro_speedups(folder, choice, {"rmsnorm": shape}, "float32", "cpu", None, paths.BUILTIN_KERNELS,
                                          {"rmsnorm": "torch[llama]"}).values()
     assert micro.estimate == pytest.approx(6.0) and "torch[llama]" in micro.source  # 3 / 0.5, not 1 / 0.5
     (micro, _), = sources.micro_speedups(folder, choice, {"rmsnorm": shape}, "float32", "cpu", None,
-                                         paths.KERNELS).values()
+                                         paths.BUILTIN_KERNELS).values()
     assert micro.estimate == pytest.approx(2.0)  # no eager named: against the run's baseline
     (micro, why), = sources.micro_speedups(folder, choice, {"rmsnorm": {"tokens": 3, "hidden": 3}}, "float32",
-                                           "cpu", None, paths.KERNELS, {"rmsnorm": "torch[llama]"}).values()
+                                           "cpu", None, paths.BUILTIN_KERNELS, {"rmsnorm": "torch[llama]"}).values()
     assert micro is None and "model's shape" in why  # never a speed-up of another shape against the model's code
 
 

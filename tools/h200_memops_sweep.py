@@ -33,7 +33,7 @@ dt = torch.bfloat16
 x = torch.randn(T, H, device="cuda", dtype=dt); r = torch.randn(T, H, device="cuda", dtype=dt)
 w = torch.randn(H, device="cuda", dtype=dt); out = torch.empty(2, T, H, device="cuda", dtype=dt)
 nbytes = 2 * (4 * T * H + H)
-ref = plugins.load_impl(paths.KERNELS, "add_rmsnorm", "triton").build({"tokens": T, "hidden": H}, "bfloat16", H200,
+ref = plugins.load_impl(paths.BUILTIN_KERNELS, "add_rmsnorm", "triton").build({"tokens": T, "hidden": H}, "bfloat16", H200,
                                                                         "default").fn
 ref(x, r, w, out); expect = out.clone()
 
@@ -99,7 +99,7 @@ q = torch.randn(B, NH, S, HD, device="cuda", dtype=dt); k = torch.randn(B, KV, S
 cos = torch.randn(B, S, HD, device="cuda", dtype=dt); sin = torch.randn(B, S, HD, device="cuda", dtype=dt)
 out = torch.empty(B, NH + KV, S, HD, device="cuda", dtype=dt)
 nbytes = 2 * (2 * B * (NH + KV) * S * HD + 2 * B * S * HD)
-rm = plugins.load_impl(paths.KERNELS, "rope", "triton")
+rm = plugins.load_impl(paths.BUILTIN_KERNELS, "rope", "triton")
 wl = {"batch": B, "heads": NH, "kv_heads": KV, "seq": S, "head_dim": HD}
 rfn = rm.build(wl, "bfloat16", H200, "default").fn
 rfn(q, k, cos, sin, out); expect = out.clone()

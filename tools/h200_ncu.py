@@ -29,13 +29,13 @@ def main() -> None:
     parser.add_argument("--impls", required=True, help="comma-separated BACKEND:VARIANT")
     parser.add_argument("--dtype", default="float16")
     args = parser.parse_args()
-    spec = plugins.load_spec(paths.KERNELS, args.kernel)
+    spec = plugins.load_spec(paths.BUILTIN_KERNELS, args.kernel)
     impls = [tuple(item.split(":", 1)) for item in args.impls.split(",")]
     for name in args.workloads:
         workload = spec.WORKLOADS[name]
         inputs = spec.make_inputs(workload, args.dtype, "cuda", seed=0)
         out = spec.make_output(workload, args.dtype, "cuda")
-        calls = {f"{backend}[{variant}]": plugins.load_impl(paths.KERNELS, args.kernel, backend)
+        calls = {f"{backend}[{variant}]": plugins.load_impl(paths.BUILTIN_KERNELS, args.kernel, backend)
                  .build(workload, args.dtype, H200, variant).fn for backend, variant in impls}
         for fn in calls.values():
             for _ in range(3):

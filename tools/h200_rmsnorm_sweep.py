@@ -38,7 +38,7 @@ from opmatrix import paths  # noqa: E402 - the project root is on the path above
 from opmatrix.incell import ceilings, plugins  # noqa: E402
 import h200_rmsnorm_tilelang  # noqa: E402 - this file's folder
 from h200_sweeps import H200, burst_median_ms, interleaved_rounds  # noqa: E402 - this file's folder
-COMMITTED = plugins.load_impl(paths.KERNELS, "rmsnorm", "triton")  # kernels/rmsnorm/triton.py
+COMMITTED = plugins.load_impl(paths.BUILTIN_KERNELS, "rmsnorm", "triton")  # kernels/rmsnorm/triton.py
 
 
 def _arguments() -> argparse.Namespace:
@@ -58,7 +58,7 @@ def _arguments() -> argparse.Namespace:
 ARGS = _arguments()
 ROUNDS, PERSISTENT, TILELANG = ARGS.rounds, ARGS.persistent, ARGS.tilelang
 ONLY = ARGS.only
-EPS = plugins.load_spec(paths.KERNELS, "rmsnorm").EPS
+EPS = plugins.load_spec(paths.BUILTIN_KERNELS, "rmsnorm").EPS
 
 
 def bench(fn):

@@ -11,7 +11,7 @@ from opmatrix.incell import plugins  # noqa: E402
 from opmatrix.kit import aot  # noqa: E402
 from h200_sweeps import H200  # noqa: E402 - this file's folder
 
-EPS = plugins.load_spec(paths.KERNELS, "rmsnorm").EPS
+EPS = plugins.load_spec(paths.BUILTIN_KERNELS, "rmsnorm").EPS
 TARGET = aot.tilelang_target(H200)  # sm_90a
 
 
@@ -166,7 +166,7 @@ def contestants(x, w, y, dtype: str, wanted) -> dict:
     logs/sweep-cluster.txt); those `wanted(name)` accepts, the others not built."""
     import tilelang
 
-    module = plugins.load_impl(paths.KERNELS, "rmsnorm", "tilelang")
+    module = plugins.load_impl(paths.BUILTIN_KERNELS, "rmsnorm", "tilelang")
     tokens, hidden = x.shape
     committed = module.build({"tokens": tokens, "hidden": hidden}, dtype, H200, "default")
     fns = {f"committed tilelang {committed.config['threads']} threads": lambda: committed.fn(x, w, y)}

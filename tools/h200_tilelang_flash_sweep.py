@@ -24,7 +24,7 @@ from opmatrix import paths  # noqa: E402 - the project root is on the path above
 from opmatrix.decide import stats  # noqa: E402
 from opmatrix.incell import plugins  # noqa: E402
 from h200_sweeps import H200, interleaved_rounds  # noqa: E402 - this file's folder
-SPEC = plugins.load_spec(paths.KERNELS, "flash_attention")
+SPEC = plugins.load_spec(paths.BUILTIN_KERNELS, "flash_attention")
 TIMED = ["b8_h32_s4096_d128", "b8_h32_s4096_d128_causal", "b1_h32_s8192_d128", "b1_h32_s8192_d128_causal"]
 SMALL = ["b1_h2_s128_d64", "b1_h2_s127_d64_causal"]
 # every design the NOTES compare (its logs each timed a subset: the tool's DESIGNS at the time)
@@ -47,8 +47,8 @@ def contestants(workload: dict, dtype: str, designs=tuple(DESIGNS), variants=())
     """cuDNN, the committed TileLang `variants` and one kernel per named design of DESIGNS."""
     import tilelang
 
-    tl = plugins.load_impl(paths.KERNELS, "flash_attention", "tilelang")
-    sdpa = plugins.load_impl(paths.KERNELS, "flash_attention", "torch")
+    tl = plugins.load_impl(paths.BUILTIN_KERNELS, "flash_attention", "tilelang")
+    sdpa = plugins.load_impl(paths.BUILTIN_KERNELS, "flash_attention", "torch")
     target = tl.aot.tilelang_target(H200)
     out = {"torch[cudnn]": sdpa.build(workload, dtype, H200, "cudnn").fn}
     out.update({f"tilelang[{v}]": tl.build(workload, dtype, H200, v).fn for v in variants})

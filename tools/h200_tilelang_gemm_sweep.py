@@ -25,7 +25,7 @@ from opmatrix import paths  # noqa: E402 - the project root is on the path above
 from opmatrix.decide import stats  # noqa: E402
 from opmatrix.incell import plugins  # noqa: E402
 from h200_sweeps import H200, interleaved_rounds  # noqa: E402 - this file's folder
-SPEC = plugins.load_spec(paths.KERNELS, "gemm_relu")
+SPEC = plugins.load_spec(paths.BUILTIN_KERNELS, "gemm_relu")
 
 
 def _arguments() -> argparse.Namespace:
@@ -44,11 +44,11 @@ ONLY = {name for name in ARGS.only.split(",") if name}
 def contestants(dtype: str) -> dict:
     import tilelang
 
-    tl = plugins.load_impl(paths.KERNELS, "gemm_relu", "tilelang")
+    tl = plugins.load_impl(paths.BUILTIN_KERNELS, "gemm_relu", "tilelang")
     target = tl.aot.tilelang_target(H200)
     M, N, K = WORKLOAD["M"], WORKLOAD["N"], WORKLOAD["K"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    out = {name: plugins.load_impl(paths.KERNELS, "gemm_relu", name).build(WORKLOAD, dtype, H200, "default").fn
+    out = {name: plugins.load_impl(paths.BUILTIN_KERNELS, "gemm_relu", name).build(WORKLOAD, dtype, H200, "default").fn
            for name in ("torch", "blaslt") if _wanted(name)}
     for policy in ("square", "full_row"):
         if _wanted(f"tile/{policy}"):

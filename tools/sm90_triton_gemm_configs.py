@@ -25,7 +25,7 @@ CONFIGS = ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 256, 64, 4, 3), (12
 
 
 def kernel_module():
-    spec = importlib.util.spec_from_file_location("gemm_relu_triton", paths.KERNELS / "gemm_relu" / "triton.py")
+    spec = importlib.util.spec_from_file_location("gemm_relu_triton", paths.BUILTIN_KERNELS / "gemm_relu" / "triton.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -229,7 +229,7 @@ def group_rows(slices: list[Slice], total_us: float, steps: int, threshold: floa
     for group, members in by_group.items():
         share = sum(m.share for m in members)
         rows.append(GroupRow(group, ops.GROUPS[group], sum(m.us_per_step for m in members), share, gains(share),
-                             verdict(group, share, threshold), (paths.KERNELS / group).is_dir(),
+                             verdict(group, share, threshold), (paths.BUILTIN_KERNELS / group).is_dir(),
                              members[:TOP_OPS_PER_GROUP]))
     return sorted(rows, key=lambda r: r.share, reverse=True)
 

@@ -54,7 +54,7 @@ def add_validate_parser(sub, subcommand) -> None:
     p.add_argument("--max-rounds", type=int, help="at most this many rounds (default: 3 x --rounds)")
     p.add_argument("--tolerance", type=float, help="logits relative error allowed against the unmodified model "
                    "(default: 1e-4 float32, 1e-2 float16, 5e-2 bfloat16)")
-    p.add_argument("--kernels", default=str(paths.KERNELS), help="kernels folder (default: the project's)")
+    p.add_argument("--kernels", default=str(paths.BUILTIN_KERNELS), help="kernels folder (default: the project's)")
     p.add_argument("--reports", default=str(paths.REPORTS), help="where run folders go (default: reports/)")
     p.add_argument("--run-id", help="name of the run folder (default: <UTC time>-validate-<target name>)")
     p.add_argument("--seed", type=int, default=0, help="seed of the rounds' shuffled order")
@@ -79,7 +79,7 @@ def cmd_validate(args) -> int:
     else:
         raise UsageError("name the implementations to swap in: --use KERNEL=BACKEND,... (e.g. --use "
                          "rope=torch-compile) or --from-run RUN (the implementations its verdicts adopt)")
-    swaps = swap.make_swaps(choices, kernels_dir, paths.BACKENDS, info)
+    swaps = swap.make_swaps(choices, kernels_dir, paths.BUILTIN_BACKENDS, info)
     profile = sources.read_profile(args.profile, Path(args.reports)) if args.profile else None
     folder = new_run_folder(Path(args.reports), args.run_id, "validate", target.name, JSON)
     progress = _progress(args.json)
