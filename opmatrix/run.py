@@ -105,12 +105,13 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     from rich.console import Console
 
     console = console or Console()
+        paths.check_run_id(run_id)  # before anything is read or written: an id is one folder under reports_dir
     matrix = load_matrix(matrix_path)
     plan.check_plugins(matrix)
     if resume and not _started(Path(reports_dir) / str(run_id)):
         raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
                         f"{', '.join(known_runs(reports_dir)) or 'none'}")
-    run_id = run_id or new_run_id(matrix.name)
+    run_id = paths.check_run_id(run_id or new_run_id(matrix.name))
     store = ResultStore(Path(reports_dir) / run_id)
     store.check_writable()  # a read-only or full reports folder is refused before anything runs
     planned = plan.cell_plans(matrix, run_id, Path(scratch_root))
