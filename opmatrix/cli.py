@@ -19,6 +19,7 @@ def new_run_folder(reports: Path, run_id: str | None, kind: str, name: str, mark
     <UTC time>-<kind>-<name>. One that already holds `marker` (its main file) is not overwritten."""
     import datetime
 
+    if run_id is not None:
         paths.check_run_id(run_id)
     run_id = run_id or f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{kind}-{name}"
     folder = reports / run_id
@@ -80,6 +81,7 @@ def _check_resume(args) -> None:
 def _cmd_run(args) -> int:
     from opmatrix.run import run
 
+    if args.run_id is not None:
         paths.check_run_id(args.run_id)
     _check_resume(args)
     redo = _redo(args)
@@ -387,7 +389,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"opmatrix: {exc}; continue with --resume", file=sys.stderr)
         return exc.code
     except (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists, RunLocked, StoreError,
-            SchedulerError) as exc:
             SchedulerError, paths.BadRunId) as exc:
         print(f"opmatrix: {exc}", file=sys.stderr)
         return 2

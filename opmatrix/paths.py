@@ -42,14 +42,21 @@ def engine_path() -> Path:
         except FileExistsError:  # another run made it first
             pass
     return folder
+
+
 # A run id names one folder under reports/ and one under the scratch: one path component, nothing that climbs out
 # (`..`, `/`, an absolute path) or hides (a leading dot). Checked wherever a run id becomes a path.
 RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}"
+
+
 class BadRunId(Exception):
     """A run id that is not one safe path component (RUN_ID_PATTERN)."""
+
+
 def check_run_id(run_id: str) -> str:
     """`run_id` itself when it is one safe path component, else BadRunId naming the rule."""
     import re
+
     if not isinstance(run_id, str) or not re.fullmatch(RUN_ID_PATTERN, run_id) or ".." in run_id:
         raise BadRunId(f"--run-id {run_id!r}: a run id is one folder name: 1-128 characters of letters, digits and "
                        "'.', '_', '+', '-', starting with a letter or digit, without '..' (no '/', no absolute path); "

@@ -105,6 +105,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     from rich.console import Console
 
     console = console or Console()
+    if run_id is not None:
         paths.check_run_id(run_id)  # before anything is read or written: an id is one folder under reports_dir
     matrix = load_matrix(matrix_path)
     plan.check_plugins(matrix)
