@@ -77,7 +77,6 @@ def plan_jobs(matrix: Matrix, cell: CellSpec) -> list[JobSpec]:
 def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan]:
     """One plan per cell that has jobs; the scratch folder is the run's own (scratch_root/run_id/cell). The cell
     of a [[compare]]'s candidate toolchain rides in the plan of the baseline's cell on the same device (its
-    `rival`), so that one cell runner times both in the same rounds."""
     `rival`), so that one cell runner times both in the same rounds. The run id is one path component
     (paths.check_run_id): the scratch never lands outside scratch_root."""
     paths.check_run_id(run_id)
