@@ -249,14 +249,24 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_hosts(args) -> int:
-    from opmatrix.scheduling import hosts
     from opmatrix.matrix import load_matrix
+    from opmatrix.scheduling import fleet, hosts
 
-    local = hosts.detect_local()
-    assigned = hosts.resolve(load_matrix(_matrix_path(args.matrix)).device, local)
-    for h in local:
-        claimed = [d for d, hs in assigned.items() if h in hs]
-        print(f"{h.vendor:<7} {h.index or '-':>2}  {h.name}  ({h.arch})  -> {', '.join(claimed) or 'no matrix device'}")
+    devices = load_matrix(_matrix_path(args.matrix)).device
+    if args.address:
+        import ray
+
+        from opmatrix.scheduling.ray_cluster import check_reachable
+
+        check_reachable(args.address)
+        ray.init(address=args.address, log_to_driver=False)
+        try:
+            lines = fleet.explain_cluster(devices, ray.nodes())
+        finally:
+            ray.shutdown()
+    else:
+        lines = fleet.explain(devices, hosts.detect_local())
+    print("\n".join(lines))
     return 0
 
 
@@ -365,9 +375,12 @@ def _plan_parser(sub) -> None:
 
 
 def _hosts_parsers(sub) -> None:
-    h = _subcommand(sub, "hosts", "show this host's devices and which matrix devices they satisfy",
-                    "  opmatrix hosts matrix/h200.toml", _cmd_hosts)
+    h = _subcommand(sub, "hosts", "show this host's devices (or every node's of a Ray cluster), with driver and "
+                    "runtime, which matrix devices they satisfy and why the others do not",
+                    "  opmatrix hosts matrix/h200.toml\n  opmatrix hosts matrix/fleet.toml --address ray://head:10001",
+                    _cmd_hosts)
     h.add_argument("matrix", nargs="?", default=str(paths.DEFAULT_MATRIX), help=MATRIX_HELP)
+    h.add_argument("--address", help="a Ray cluster: explain every live node's devices, from what each advertises")
     hr = _subcommand(sub, "host-resources", "print the `ray start` arguments that advertise this host's devices "
                      "(GPU model, arch, vendor, count), detected from the host itself",
                      "  eval ray start --address=HEAD:6379 $(opmatrix host-resources)\n"

@@ -51,6 +51,7 @@ def _short(value: object) -> str:
 
 Requirement508 = Annotated[str, AfterValidator(checks.requirement)]
 IndexUrl = Annotated[str, AfterValidator(checks.index_url)]
+VersionRange = Annotated[str, AfterValidator(checks.version_range)]
 Backend = Annotated[str, Field(pattern=BACKEND)]
 SECONDS = dict(gt=0, le=86400, allow_inf_nan=False)  # a job's timeout: at most a day
 MILLIS = dict(le=60000, allow_inf_nan=False)  # warm-up or timed repetitions: at most a minute
@@ -67,7 +68,18 @@ class Device(_Model):
     arch: str = Field(pattern=ARCH, description="sm_90, gfx942, x86_64 ... or 'auto' to take the host's")
     name: str = Field(".*", description="regular expression matched against the host's GPU product name")
     fallback: bool = Field(False, description="claim a host GPU only when no other device of the matrix does")
+    driver: VersionRange | None = Field(None, description="the host GPU driver versions this device accepts, e.g. "
+                                        "'>=590,<600' (NVIDIA) or '>=6.12' (AMD); hosts outside it are not this device")
+    runtime: VersionRange | None = Field(None, description="the CUDA or ROCm versions the host's driver offers that "
+                                         "this device accepts, e.g. '13.*' or '>=6.4'")
     description: str = ""
+
+    @model_validator(mode="after")
+    def _facts_need_a_gpu(self) -> Device:
+        if self.vendor == "cpu" and (self.driver or self.runtime):
+            raise ValueError("a cpu device has no GPU driver or runtime to constrain; drop driver / runtime, or set "
+                             "vendor to nvidia or amd")
+        return self
 
     @field_validator("name")
     @classmethod

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import ValidationInfo
 
@@ -69,6 +70,31 @@ def index_url(value: str) -> str:
     if not ok or any(c.isspace() or not c.isprintable() for c in value):
         raise ValueError("not an index URL; allowed: an http:// or https:// URL with a host, such as "
                          "'https://download.pytorch.org/whl/cu130'")
+    return value
+
+
+VERSION_RANGE = ("allowed: PEP 440 version specifiers such as '>=590,<600', '==590.*' or '!=590.12', or a version "
+                 "or prefix alone such as '13.*' (read as ==13.*)")
+
+
+def version_specifier(text: str) -> SpecifierSet:
+    """The versions a host fact may have (a device's driver or runtime range): a PEP 440 specifier set, a bare
+    version or prefix meaning ==. Raises ValueError saying what is allowed. The one parser of these ranges, for the
+    matrix check and for host matching alike."""
+    text = text.strip()
+    if not text:
+        raise ValueError(f"empty; {VERSION_RANGE}")
+    try:
+        spec = SpecifierSet(f"=={text}" if text[0].isdigit() else text)
+    except InvalidSpecifier:
+        raise ValueError(f"not a version range; {VERSION_RANGE}") from None
+    if any(s.operator == "===" for s in spec):
+        raise ValueError(f"arbitrary equality (===) matches any text; {VERSION_RANGE}")
+    return spec
+
+
+def version_range(value: str) -> str:
+    version_specifier(value)
     return value
 
 

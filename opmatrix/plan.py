@@ -6,14 +6,18 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from opmatrix.core.jobs import CellPlan, CellSpec, DeviceSpec, JobSpec, RivalCell, Settings, ToolchainSpec, digest
 from opmatrix import catalog, paths
+from opmatrix.core.jobs import (HOST_FACTS, CellPlan, CellSpec, DeviceSpec, JobSpec, RivalCell, Settings,
+                                ToolchainSpec, digest)
 from opmatrix.incell import plugins
 from opmatrix.matrix import Matrix
 
 
 def env_hash(device: DeviceSpec, toolchain: ToolchainSpec) -> str:
-    return digest({"device": device, "toolchain": toolchain})
+    # a device's host-fact ranges (driver, runtime) choose hosts, not packages: left out while unset, so that the
+    # environments of matrices without them keep their hashes
+    fields = {k: v for k, v in dataclasses.asdict(device).items() if v is not None or k not in HOST_FACTS}
+    return digest({"device": fields, "toolchain": toolchain})
 
 
 def device_spec(device) -> DeviceSpec:

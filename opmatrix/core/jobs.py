@@ -47,6 +47,9 @@ class DeviceInfo:
         return self.vendor != "cpu"
 
 
+HOST_FACTS = ("driver", "runtime")  # what a device may constrain of its hosts beyond the GPU model (version ranges)
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     """A matrix [[device]]."""
@@ -57,9 +60,12 @@ class DeviceSpec:
     name: str = ".*"
     fallback: bool = False
     description: str = ""
+    driver: str | None = None  # host facts it accepts (version ranges): hosts outside them are not this device
+    runtime: str | None = None
 
     def describe(self) -> str:
-        return f"{self.vendor} {self.arch}, name ~ /{self.name}/"
+        facts = "".join(f", {k} {getattr(self, k)}" for k in HOST_FACTS if getattr(self, k))
+        return f"{self.vendor} {self.arch}, name ~ /{self.name}/{facts}"
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ arrive. (A queue rather than a generator task: Ray Client, behind `ray://` addre
 The queue actor lives on the head node, so losing a GPU node never loses the stream.
 
 - A device no live node offers: `no_host` rows at once, before anything is submitted (a task for a resource
-  no node has would be accepted and pend forever).
+  no node has would be accepted and pend forever). A device with driver / runtime ranges runs only on the nodes
+  whose facts lie in them (a label selector: opmatrix.scheduling.fleet).
 - A node lost mid-cell: the jobs that have not reported are resubmitted to another node with the same device
   if the cluster still has one, else recorded as `lost`. Results already streamed are kept either way.
 """
@@ -25,12 +26,12 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 from ray.util.queue import Queue
 
-from opmatrix import paths
+from opmatrix import interrupts, paths
 from opmatrix.cellenv.launch import run_cell_in_env
 from opmatrix.core import status
 from opmatrix.core.jobs import CellPlan, JobSpec, Mode
 from opmatrix.core.result import Result
-from opmatrix.scheduling import hosts, resources
+from opmatrix.scheduling import fleet, hosts, resources
 from opmatrix.scheduling.dispatch import SchedulerError, compile_plan, no_host_reason, no_host_rows
 
 MAX_ATTEMPTS = 3
@@ -38,6 +39,7 @@ STARTED = "started"
 NOW = "now"  # what a cell is doing between two results (opmatrix.incell.cell_runner NOW_PREFIX)
 HEAD_RESOURCE = "node:__internal_head__"  # every Ray head node has it
 CONNECT_TIMEOUT_S = 5.0
+POLL_S = 0.2  # the driver waits on Ray at most this long at a time, then looks for a Ctrl-C / SIGTERM
 
 
 @ray.remote(max_retries=0)
@@ -70,6 +72,7 @@ class CellRun:
     plan: CellPlan
     resource: str
     attempt: int = 1
+    selector: dict = field(default_factory=dict)  # Ray label selector: the nodes inside the device's fact ranges
     done: set = field(default_factory=set)
     received: int = 0  # queue items taken for this attempt
     sent: int | None = None  # queue items the task says it put (known once it returned)
@@ -81,27 +84,30 @@ class CellRun:
 def route(matrix_devices: list, nodes: list[dict]) -> dict[str, str]:
     """Matrix device id -> the custom resource a cell of that device asks for (absent: no live node has it)."""
     totals = resources.cluster_devices(nodes)
-    offered = {resources.parse_resource(name): name for name in totals}
-    offered.pop(None, None)
+    offered = fleet.offered(nodes)  # each node's devices with its host facts (driver, runtime)
     assigned = hosts.resolve(matrix_devices, list(offered))
     return {dev: max((offered[hd] for hd in hds), key=lambda name: totals[name]) for dev, hds in assigned.items()}
 
 
-def task_options(plan: CellPlan, resource: str, host_tokens: bool) -> dict:
+def task_options(plan: CellPlan, resource: str, host_tokens: bool, selector: dict | None = None) -> dict:
     """Ray options for a cell task: its device resource and one GPU when it runs on one; compile-only cells need
-    neither. With host tokens a CPU timing cell holds its host alone; the others share it."""
+    neither. With host tokens a CPU timing cell holds its host alone; the others share it. A selector (the nodes
+    inside the device's driver / runtime ranges) becomes the task's label selector."""
     compile_only = plan.mode is Mode.COMPILE
     gpu = plan.cell.device.vendor != "cpu" and not compile_only
     needs = {} if compile_only else {resource: 1}
     if host_tokens:
         needs[resources.HOST] = resources.SHARED if gpu or compile_only else 1.0
-    return {"num_cpus": 1, "num_gpus": 1 if gpu else 0, "resources": needs}
+    options = {"num_cpus": 1, "num_gpus": 1 if gpu else 0, "resources": needs}
+    if selector and not compile_only:
+        options["label_selector"] = dict(selector)
+    return options
 
 
 def after_loss(run: CellRun, alive: dict[str, float], error: str) -> tuple[CellRun | None, str]:
     """A cell's node went away: (the retry to submit, "") or (None, why its remaining jobs are lost)."""
     if alive.get(run.resource, 0) > 0 and run.attempt < MAX_ATTEMPTS:
-        return CellRun(run.plan.with_jobs(run.remaining()), run.resource, run.attempt + 1), ""
+        return CellRun(run.plan.with_jobs(run.remaining()), run.resource, run.attempt + 1, run.selector), ""
     if alive.get(run.resource, 0) == 0:
         return None, (f"the node running this cell was lost ({error}) and no other live node offers "
                       f"{run.resource}")
@@ -133,11 +139,23 @@ class RayScheduler:
         self.tags = itertools.count()
 
     def __enter__(self) -> RayScheduler:
+        """Ray starts with signals deferred and our handlers kept (ray.init installs its own for SIGTERM); a
+        signal that came meanwhile is raised once Ray is up, after it is shut down again."""
+        with interrupts.deferred(), interrupts.handlers_kept():
+            self._init()
+        try:
+            interrupts.check()
+        except interrupts.Interrupted:
+            self.__exit__()
+            raise
+        return self
+
+    def _init(self) -> None:
         pythonpath = os.pathsep.join(str(p) for p in (paths.CHECKOUT, os.environ.get("PYTHONPATH")) if p)
         runtime_env = {"env_vars": {"PYTHONPATH": pythonpath, paths.ROOT_ENV: str(paths.ROOT)}}
         if self.address:
             ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
-            return self
+            return
         local = hosts.detect_local()
         gpus = [d for d in local if d.vendor != "cpu"]
         if self.num_gpus is not None:
@@ -148,10 +166,10 @@ class RayScheduler:
                  resources=resources.host_resources(advertised), labels=resources.host_labels(advertised),
                  include_dashboard=False, runtime_env=runtime_env, log_to_driver=False)
         self.embedded = True
-        return self
 
     def __exit__(self, *exc) -> None:
-        ray.shutdown()
+        with interrupts.deferred(), interrupts.handlers_kept():
+            ray.shutdown()
 
     def describe(self) -> str:
         alive = [n for n in ray.nodes() if n.get("Alive")]
@@ -161,9 +179,18 @@ class RayScheduler:
         return f"{kind}: {len(alive)} node(s); devices: {offered or 'none advertised'}"
 
     def run(self, plans: list[CellPlan], matrix_devices: list, progress) -> Iterator[Result]:
+        """Results as they arrive. Signals are deferred while this generator is open (every Ray call checks for
+        them itself, and an exception raised inside one surfaces as Ray's SystemError): the loop raises a Ctrl-C or
+        SIGTERM at its next turn, at most POLL_S later."""
+        with interrupts.deferred():
+            yield from self._run(plans, matrix_devices, progress)
+        interrupts.check()  # one that came while the last results were stored
+
+    def _run(self, plans: list[CellPlan], matrix_devices: list, progress) -> Iterator[Result]:
         nodes = ray.nodes()
         routes = route(matrix_devices, nodes)
         self.queue = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_RESOURCE: 0.001}})
+        selectors = fleet.selectors(matrix_devices, nodes)
         self.runs: dict[int, CellRun] = {}
         self.tasks: dict = {}  # task ref -> tag
         offered = resources.cluster_devices(nodes)
@@ -179,7 +206,7 @@ class RayScheduler:
                 yield from no_host_rows(plan, no_host_reason(plan, self.describe(), "no node of the Ray cluster"))
                 progress.finished(plan.cell.id)
                 continue
-            self._submit(CellRun(plan, routes[device.id]))
+            self._submit(CellRun(plan, routes[device.id], selector=selectors.get(device.id, {})))
         try:
             yield from self._stream(progress)
         finally:
@@ -188,7 +215,11 @@ class RayScheduler:
     def _stream(self, progress) -> Iterator[Result]:
         take = self.queue.actor.get.remote()
         while self.runs:
-            (ready,), _ = ray.wait([take, *self.tasks], num_returns=1)
+            interrupts.check()
+            done, _ = ray.wait([take, *self.tasks], num_returns=1, timeout=POLL_S)
+            if not done:
+                continue
+            ready = done[0]
             if ready == take:
                 item = ray.get(take)
                 take = self.queue.actor.get.remote()
@@ -244,7 +275,7 @@ class RayScheduler:
     def _submit(self, run: CellRun) -> None:
         tag = next(self.tags)
         self.runs[tag] = run
-        ref = cell_task.options(**task_options(run.plan, run.resource, self.host_tokens)).remote(
+        ref = cell_task.options(**task_options(run.plan, run.resource, self.host_tokens, run.selector)).remote(
             run.plan.to_json(), self.queue, tag)
         self.tasks[ref] = tag
 
@@ -253,7 +284,7 @@ class RayScheduler:
         if not run.remaining():
             progress.finished(cell)
             return
-        retry, why = after_loss(run, resources.cluster_devices(ray.nodes()), type(exc).__name__)
+        retry, why = after_loss(run, fleet.alive_devices(ray.nodes(), run.selector), type(exc).__name__)
         if retry is not None:
             self._submit(retry)
             progress.note(f"{cell}: {type(exc).__name__}; {len(retry.plan.all_jobs())} job(s) resubmitted "

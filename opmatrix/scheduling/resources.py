@@ -4,7 +4,8 @@ Each device model becomes a Ray custom resource whose name carries vendor, arch 
     opmatrix.gpu.nvidia.sm_90.NVIDIA-H200 = <number of such GPUs>
     opmatrix.cpu.x86_64.AMD-EPYC          = 1   (one CPU cell at a time per host: CPU timings must not overlap)
 plus `opmatrix.host = 1`, so a CPU timing cell can hold its host alone, and node labels (opmatrix.io/vendor,
-/arch, /gpu) for people and label selectors. A cell asks for its device's
+/arch, /gpu) for people and label selectors; the host facts a device may constrain (opmatrix.io/nvidia-driver,
+/nvidia-runtime ...: opmatrix.scheduling.host_facts) are labels that cells select on. A cell asks for its device's
 resource (and `num_gpus=1`), so Ray places it only on a node that has the device and hands it one GPU.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import shlex
 from collections import defaultdict
 
+from opmatrix.scheduling import host_facts
 from opmatrix.scheduling.hosts import HostDevice
 
 PREFIX = "opmatrix."
@@ -59,7 +61,8 @@ def host_labels(devices: list[HostDevice]) -> dict[str, str]:
         return {"opmatrix.io/vendor": "cpu"}
     first = gpus[0]
     return {"opmatrix.io/vendor": first.vendor, "opmatrix.io/arch": slug(first.arch),
-            "opmatrix.io/gpu": slug(first.name)[:63], "opmatrix.io/gpu-count": str(len(gpus))}
+            "opmatrix.io/gpu": slug(first.name)[:63], "opmatrix.io/gpu-count": str(len(gpus)),
+            **host_facts.fact_labels(gpus)}
 
 
 def ray_start_args(devices: list[HostDevice]) -> str:
