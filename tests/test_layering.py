@@ -1,0 +1,231 @@
+"""Imports run one way: the import graph of opmatrix/, read from the source, follows the declared layers and has
+no cycle, between modules or between packages (opmatrix.<name>).
+
+The graph is built with `ast` from every module under opmatrix/, lazy (function-level) imports included: a lazy
+import is still a dependency, it only moves the moment it is paid. Imports under `if TYPE_CHECKING:` are left out
+(they never run). A module may import from its own layer and the layers below it; anything else is named here
+with the importing file and line. docs/layout.md describes the layers in words.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from opmatrix import paths
+
+# Lowest first. A name is a top-level module or package of opmatrix (opmatrix.<name>); "" is opmatrix/__init__.py.
+LAYERS = (
+    ("core", {"core", "paths", "interrupts"}),
+    ("in-cell", {"incell", "kit", "builtin"}),
+    ("driver", {"", "matrix_checks", "matrix", "catalog", "plan", "manifest", "store", "cellenv", "scheduling",
+                "mdtable", "run_folders"}),
+    ("decide", {"decide"}),
+    ("upgrade", {"upgrade"}),
+    ("report", {"report", "progress"}),
+    ("commands", {"run", "cli", "profile", "validate", "docs_reference", "__main__"}),
+)
+DECLARED = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
+
+# Imports still breaking the order or closing a cycle, each with the reason it is allowed for now. An entry that
+# no longer matches an import fails the test below: remove it with the fix.
+KNOWN: dict[tuple[str, str], str] = {
+    ("opmatrix.incell.worker", "opmatrix.incell.cell_runner"): "write_result: one module both should import",
+    ("opmatrix.decide.deployments", "opmatrix.upgrade.history"): "known-good ranges of the nightly history",
+    ("opmatrix.decide.deployments", "opmatrix.report.markdown"): "Markdown table cells",
+    ("opmatrix.upgrade.compare", "opmatrix.report.markdown"): "Markdown table rows",
+    ("opmatrix.upgrade.history_cli", "opmatrix.report.markdown"): "a command living in upgrade/",
+    ("opmatrix.upgrade.history_cli", "opmatrix.report.html.trend_page"): "a command living in upgrade/",
+    ("opmatrix.upgrade.history_cli", "opmatrix.cli"): "UsageError",
+    ("opmatrix.profile.cli", "opmatrix.cli"): "UsageError, new_run_folder",
+    ("opmatrix.profile.targets", "opmatrix.cli"): "UsageError",
+    ("opmatrix.validate.cli", "opmatrix.cli"): "UsageError, new_run_folder",
+    ("opmatrix.validate.sources", "opmatrix.cli"): "UsageError",
+    ("opmatrix.validate.swap", "opmatrix.cli"): "UsageError",
+    ("opmatrix.profile.ops", "opmatrix.validate.registry"): "the model-site registry lives in validate/",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    imported: str
+    line: int
+
+    def where(self) -> str:
+        return f"{self.importer.replace('.', '/')}.py:{self.line}"
+
+
+def _modules() -> dict[str, Path]:
+    root = paths.PACKAGE
+    found = {}
+    for path in root.rglob("*.py"):
+        parts = ["opmatrix", *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+    """Every opmatrix module `name` imports, resolved to the module (or package) that exists."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child):
+                for other in child.orelse:
+                    visit_node(other)
+                continue
+            visit_node(child)
+
+    def visit_node(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                full = f"{module}.{alias.name}"  # `from opmatrix.report import markdown`: a module
+                found.append((full if full in modules else module, node.lineno))
+        else:
+            visit(node)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    out = []
+    for target, line in found:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target.split(".")[0] == "opmatrix" and target != name:
+            out.append(Import(name, target, line))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def graph() -> tuple[Import, ...]:
+    modules = _modules()
+    return tuple(imp for name, path in sorted(modules.items()) for imp in _imports(name, path, modules))
+
+
+def top(module: str) -> str:
+    """opmatrix.report.html.page -> report; opmatrix -> ""."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _inferred() -> dict[str, int]:
+    """A name no layer declares sits just where its own imports put it: the highest layer it imports from (a new
+    stdlib-only module is core). Declare it in LAYERS to pin it."""
+    imports = graph()
+    names = {top(imp.importer) for imp in imports} | {top(imp.imported) for imp in imports}
+    levels = {name: DECLARED.get(name, 0) for name in names}
+    for _ in range(len(names)):  # a fixpoint: undeclared names importing undeclared names
+        for imp in imports:
+            name = top(imp.importer)
+            if name not in DECLARED:
+                levels[name] = max(levels[name], levels[top(imp.imported)])
+    return levels
+
+
+def layer(module: str, levels: dict[str, int] | None = None) -> int:
+    return DECLARED[top(module)] if top(module) in DECLARED else (levels or _inferred()).get(top(module), 0)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan), each sorted, in a stable order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    return sorted(found)
+
+
+def _live(imports) -> list[Import]:
+    return [imp for imp in imports if (imp.importer, imp.imported) not in KNOWN]
+
+
+def test_imports_follow_the_declared_layers():
+    levels = _inferred()
+    broken = [f"{imp.where()}: {imp.importer} ({LAYERS[layer(imp.importer, levels)][0]}) imports {imp.imported} "
+              f"({LAYERS[layer(imp.imported, levels)][0]})" for imp in _live(graph())
+              if layer(imp.imported, levels) > layer(imp.importer, levels)]
+    assert not broken, ("imports that run against the layers (move the shared piece down, or declare a new module's "
+                        "layer in LAYERS):\n  " + "\n  ".join(broken))
+
+
+def test_no_import_cycle_between_modules():
+    edges: dict[str, set[str]] = {}
+    for imp in _live(graph()):
+        edges.setdefault(imp.importer, set()).add(imp.imported)
+    assert _cycles(edges) == [], "modules that import each other: " + "; ".join(
+        " <-> ".join(c) for c in _cycles(edges))
+
+
+def test_no_import_cycle_between_packages():
+    edges: dict[str, set[str]] = {}
+    lines: dict[tuple[str, str], str] = {}
+    for imp in _live(graph()):
+        a, b = top(imp.importer) or "opmatrix", top(imp.imported) or "opmatrix"
+        if a != b:
+            edges.setdefault(a, set()).add(b)
+            lines.setdefault((a, b), imp.where())
+    cycles = _cycles(edges)
+    assert cycles == [], "packages that reach each other: " + "; ".join(
+        " <-> ".join(c) + " (" + ", ".join(f"{a}->{b} at {lines[a, b]}" for a in c for b in c if (a, b) in lines) + ")"
+        for c in cycles)
+
+
+def test_known_exceptions_still_exist():
+    """An exception whose import is gone must leave the list, so the list says what is still wrong."""
+    present = {(imp.importer, imp.imported) for imp in graph()}
+    assert [edge for edge in KNOWN if edge not in present] == []
+
+
+def test_the_checker_sees_lazy_imports_and_skips_type_only_ones(tmp_path):
+    source = ("from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
+              "from opmatrix.core import status\nif TYPE_CHECKING:\n    from opmatrix.run import run\n"
+              "def f():\n    from opmatrix.report import markdown\n    from . import keys\n")
+    path = tmp_path / "probe.py"
+    path.write_text(source, encoding="utf-8")
+    modules = _modules()
+    found = {imp.imported: imp.line for imp in _imports("opmatrix.core.probe", path, modules)}
+    assert found == {"opmatrix.core.status": 3, "opmatrix.report.markdown": 7, "opmatrix.core.keys": 8}
+    assert layer("opmatrix.report.markdown") > layer("opmatrix.core.probe")
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
