@@ -63,8 +63,8 @@ class _Model(BaseModel):
 
 
 class Device(_Model):
-    id: str = Field(pattern=IDENT)
-    vendor: Vendor
+    id: str = Field(pattern=IDENT, description="the device's name in this file; a cell is <device>.<toolchain>")
+    vendor: Vendor = Field(description="which of a kernel's workloads and dtypes apply, and how it is timed")
     arch: str = Field(pattern=ARCH, description="sm_90, gfx942, x86_64 ... or 'auto' to take the host's")
     name: str = Field(".*", description="regular expression matched against the host's GPU product name")
     fallback: bool = Field(False, description="claim a host GPU only when no other device of the matrix does")
@@ -72,7 +72,7 @@ class Device(_Model):
                                         "'>=590,<600' (NVIDIA) or '>=6.12' (AMD); hosts outside it are not this device")
     runtime: VersionRange | None = Field(None, description="the CUDA or ROCm versions the host's driver offers that "
                                          "this device accepts, e.g. '13.*' or '>=6.4'")
-    description: str = ""
+    description: str = Field("", description="free text, shown in reports")
 
     @model_validator(mode="after")
     def _facts_need_a_gpu(self) -> Device:
@@ -92,25 +92,29 @@ class Device(_Model):
 
 
 class Toolchain(_Model):
-    name: str = Field(pattern=IDENT)
+    name: str = Field(pattern=IDENT, description="the toolchain's name in this file")
     python: Annotated[str, AfterValidator(checks.python)] | None = Field(
         None, description="'3.11' or an absolute interpreter path; default: the host's python")
     system: bool = Field(False, description="layer the cell's packages over the host interpreter's own packages")
-    installer: Literal["pip", "uv"] = "pip"
+    installer: Literal["pip", "uv"] = Field("pip", description="what installs the cell's packages")
     # before `packages`, which reads it; left out of dumps so that existing environment hashes stay the same
     allow_urls: bool = Field(False, exclude=True, description="allow 'name @ URL' direct references in packages")
-    packages: list[Requirement508] = []
+    packages: list[Requirement508] = Field([], description="PEP 508 requirements installed into the cell's "
+                                           "environment (pip options refused; URLs only with allow_urls)")
     index: dict[Vendor, IndexUrl] = Field({}, description="extra package index per device vendor")
     devices: list[str] | None = Field(None, description="device ids this toolchain applies to (default: all)")
-    env: dict[Annotated[str, Field(pattern=ENV_NAME)], Annotated[str, AfterValidator(checks.env_value)]] = {}
+    env: dict[Annotated[str, Field(pattern=ENV_NAME)], Annotated[str, AfterValidator(checks.env_value)]] = Field(
+        {}, description="environment variables of the cell's processes (names: letters, digits, _)")
 
 
 class KernelEntry(_Model):
-    name: str = Field(pattern=IDENT)
-    workloads: dict[Vendor, list[str]]
-    dtypes: dict[Vendor, list[str]]
-    backends: list[Backend] | None = None
-    timeout_s: float | None = Field(None, **SECONDS)
+    name: str = Field(pattern=IDENT, description="a kernel folder <name>/ (the project's kernels/, a package's or "
+                      "built in)")
+    workloads: dict[Vendor, list[str]] = Field(description="per device vendor, names from the spec's WORKLOADS")
+    dtypes: dict[Vendor, list[str]] = Field(description="per device vendor, the dtypes to run")
+    backends: list[Backend] | None = Field(None, description="this kernel's backends (default: the matrix's)")
+    timeout_s: float | None = Field(None, **SECONDS, description="this kernel's per-job limit (default: "
+                                    "[run] timeout_s)")
 
 
 class Exclude(_Model):
@@ -121,7 +125,7 @@ class Exclude(_Model):
     workload: str | None = None
     dtype: str | None = None
     variant: str | None = None
-    reason: str = ""
+    reason: str = Field("", description="why, for whoever reads the matrix and its plan")
 
     @model_validator(mode="after")
     def _not_empty(self) -> Exclude:
@@ -145,9 +149,11 @@ class Compare(_Model):
 class RunSettings(_Model):
     timeout_s: float = Field(900, **SECONDS, description="per job (kernel x workload x dtype x backend x variant)")
     trials: int = Field(3, ge=3, le=1000, description="correctness trials, each with fresh random inputs")
-    seed: int = 0
-    warmup_ms: float = Field(25, ge=0, **MILLIS)
-    rep_ms: float = Field(100, gt=0, **MILLIS)
+    seed: int = Field(0, description="seed of the random inputs; correctness trials and the rounds' shuffles "
+                      "derive theirs from it")
+    warmup_ms: float = Field(25, ge=0, **MILLIS, description="warm-up of the views timed outside the rounds "
+                             "(second timing, CUDA graph, cross-check)")
+    rep_ms: float = Field(100, gt=0, **MILLIS, description="timing budget of those views")
     cuda_graph_below_ms: float = Field(0.05, ge=0, **MILLIS, description="GPU rows whose event median is below this "
                                        "are also timed by CUDA-graph replay (graph_median_ms); 0 turns it off")
     crosscheck: bool = Field(False, description="time each GPU row also from CUPTI kernel records "
@@ -171,8 +177,9 @@ class RunSettings(_Model):
                         "many times, each in its own worker with an empty cache, all timed in the same rounds; with "
                         "2 or more a speed-up's interval includes the variation between builds (an autotuner's "
                         "choice, generated code, buffer placement), which the rounds of one build cannot show")
-    kernels_dir: str | None = None
-    backends_dir: str | None = None
+    kernels_dir: str | None = Field(None, description="the project's kernels folder, relative to the matrix file "
+                                    "(default: the nearest kernels/ at or above it); added to the built-in kernels")
+    backends_dir: str | None = Field(None, description="the same for backend adapters (backends/)")
     compile_only: bool = Field(True, description="for devices no host has, build (or lower) each kernel for them "
                                "on a CPU host and report compiles / lowers")
 
@@ -181,15 +188,17 @@ DEFAULT_BASELINE = "torch"  # the framework path; the one place this default is 
 
 
 class Acceptance(_Model):
-    baseline: Backend = DEFAULT_BASELINE
+    baseline: Backend = Field(DEFAULT_BASELINE, description="the framework backend every contestant is timed "
+                              "against, in every round, beside its A/A twin")
     min_speedup: float = Field(1.05, gt=0, le=100, allow_inf_nan=False,
                                description="a backend must beat the baseline by this to be adopted")
-    max_rel_err: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_rel_err: float | None = Field(None, gt=0, allow_inf_nan=False, description="a ceiling on ||out - ref|| / "
+                                      "||ref|| for adopting, beyond each kernel's own tolerance")
 
 
 class Matrix(_Model):
-    name: str = Field(pattern=IDENT)
-    description: str = ""
+    name: str = Field(pattern=IDENT, description="default: the file's name; a run's default id ends with it")
+    description: str = Field("", description="free text, shown in reports")
     run: RunSettings = RunSettings()
     acceptance: Acceptance = Acceptance()
     backends: list[Backend]
