@@ -10,12 +10,12 @@ import contextlib
 import datetime
 import os
 import shutil
-import signal
 import socket
 import time
 from pathlib import Path
 
 from opmatrix import paths, plan, report
+from opmatrix.interrupts import Interrupted, as_interrupts
 from opmatrix.decide import effort, stats
 from opmatrix.decide import verdicts as verdict_rules
 from opmatrix.core.jobs import CellPlan, baseline_job
@@ -39,15 +39,6 @@ def html_pages() -> bool:
 
 class RunExists(Exception):
     """The run folder already holds results and --resume was not given, or --resume names no run."""
-
-
-class Interrupted(Exception):
-    """The run was stopped by a signal; `code` is the exit status a shell expects (128 + signal number)."""
-
-    def __init__(self, signum: int) -> None:
-        self.signal = signal.Signals(signum).name
-        self.code = 128 + signum
-        super().__init__(f"interrupted by {self.signal}")
 
 
 def new_run_id(matrix_name: str) -> str:
@@ -79,20 +70,6 @@ def _partner(plan: CellPlan, job) -> tuple:
     base = None if base == job else base
     peer = next((j for j in own if (j.backend, j.variant) == (job.backend, job.variant)), None) if job.rival else None
     return base, peer
-
-
-@contextlib.contextmanager
-def signals_as_interrupts():
-    """SIGINT and SIGTERM raise Interrupted in the main thread, so the run unwinds through its finally blocks."""
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str | None = None,
@@ -130,7 +107,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
         manifest.sessions.append(session)
         interrupted = None
         try:
-            with signals_as_interrupts():
+            with as_interrupts():
                 _schedule(scheduler or _default_scheduler(), plans, matrix, store, manifest, session, console)
         except Interrupted as exc:
             interrupted = exc
@@ -211,8 +188,9 @@ def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifes
                       f"jobs; {manifest.scheduler}", highlight=False, markup=False)
         started = time.perf_counter()
         try:
-            with ProgressView(plans, console) as progress:
-                for result in scheduler.run(plans, matrix.device, progress):
+            with ProgressView(plans, console) as progress, \
+                    contextlib.closing(scheduler.run(plans, matrix.device, progress)) as results:
+                for result in results:
                     store.append(result)
                     progress.result(result)
         finally:

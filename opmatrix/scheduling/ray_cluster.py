@@ -26,7 +26,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 from ray.util.queue import Queue
 
-from opmatrix import paths
+from opmatrix import interrupts, paths
 from opmatrix.cellenv.launch import run_cell_in_env
 from opmatrix.core import status
 from opmatrix.core.jobs import CellPlan, JobSpec, Mode
@@ -39,6 +39,7 @@ STARTED = "started"
 NOW = "now"  # what a cell is doing between two results (opmatrix.incell.cell_runner NOW_PREFIX)
 HEAD_RESOURCE = "node:__internal_head__"  # every Ray head node has it
 CONNECT_TIMEOUT_S = 5.0
+POLL_S = 0.2  # the driver waits on Ray at most this long at a time, then looks for a Ctrl-C / SIGTERM
 
 
 @ray.remote(max_retries=0)
@@ -138,6 +139,18 @@ class RayScheduler:
         self.tags = itertools.count()
 
     def __enter__(self) -> RayScheduler:
+        """Ray starts with signals deferred and our handlers kept (ray.init installs its own for SIGTERM); a
+        signal that came meanwhile is raised once Ray is up, after it is shut down again."""
+        with interrupts.deferred(), interrupts.handlers_kept():
+            self._init()
+        try:
+            interrupts.check()
+        except interrupts.Interrupted:
+            self.__exit__()
+            raise
+        return self
+
+    def _init(self) -> None:
         pythonpath = os.pathsep.join(str(p) for p in (paths.CHECKOUT, os.environ.get("PYTHONPATH")) if p)
         runtime_env = {"env_vars": {"PYTHONPATH": pythonpath, paths.ROOT_ENV: str(paths.ROOT)}}
         if self.address:
@@ -153,10 +166,10 @@ class RayScheduler:
                  resources=resources.host_resources(advertised), labels=resources.host_labels(advertised),
                  include_dashboard=False, runtime_env=runtime_env, log_to_driver=False)
         self.embedded = True
-        return self
 
     def __exit__(self, *exc) -> None:
-        ray.shutdown()
+        with interrupts.deferred(), interrupts.handlers_kept():
+            ray.shutdown()
 
     def describe(self) -> str:
         alive = [n for n in ray.nodes() if n.get("Alive")]
@@ -166,6 +179,14 @@ class RayScheduler:
         return f"{kind}: {len(alive)} node(s); devices: {offered or 'none advertised'}"
 
     def run(self, plans: list[CellPlan], matrix_devices: list, progress) -> Iterator[Result]:
+        """Results as they arrive. Signals are deferred while this generator is open (every Ray call checks for
+        them itself, and an exception raised inside one surfaces as Ray's SystemError): the loop raises a Ctrl-C or
+        SIGTERM at its next turn, at most POLL_S later."""
+        with interrupts.deferred():
+            yield from self._run(plans, matrix_devices, progress)
+        interrupts.check()  # one that came while the last results were stored
+
+    def _run(self, plans: list[CellPlan], matrix_devices: list, progress) -> Iterator[Result]:
         nodes = ray.nodes()
         routes = route(matrix_devices, nodes)
         self.queue = Queue(actor_options={"num_cpus": 0, "resources": {HEAD_RESOURCE: 0.001}})
@@ -194,7 +215,11 @@ class RayScheduler:
     def _stream(self, progress) -> Iterator[Result]:
         take = self.queue.actor.get.remote()
         while self.runs:
-            (ready,), _ = ray.wait([take, *self.tasks], num_returns=1)
+            interrupts.check()
+            done, _ = ray.wait([take, *self.tasks], num_returns=1, timeout=POLL_S)
+            if not done:
+                continue
+            ready = done[0]
             if ready == take:
                 item = ray.get(take)
                 take = self.queue.actor.get.remote()

@@ -15,13 +15,14 @@ WORKLOADS = {"w0": (16, 0.5), "w1": (32, 2.0), "w2": (64, 6.0)}  # PLAIN_SPEC: n
 class Run:
     """One `opmatrix run` subprocess of a matrix, its output in files (a pipe nobody reads could block it)."""
 
-    def __init__(self, matrix: Path, reports: Path, run_id: str, *extra: str) -> None:
+    def __init__(self, matrix: Path, reports: Path, run_id: str, *extra: str, ray: bool = False) -> None:
+        """ray: on the default scheduler (an embedded local Ray), else --no-ray."""
         self.folder = reports / run_id
         self.scratch = str(paths.SCRATCH / run_id)  # unique to this run: what its processes' command lines name
         self.out_path, self.err_path = reports.parent / f"{run_id}.out", reports.parent / f"{run_id}.err"
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(opmatrix_cmd("run", matrix, "--no-ray", "--run-id", run_id, "--reports",
-                                                      reports, *extra), stdout=out, stderr=err, cwd=REPO,
+            self.proc = subprocess.Popen(opmatrix_cmd("run", matrix, *(() if ray else ("--no-ray",)), "--run-id",
+                                                      run_id, "--reports", reports, *extra), stdout=out, stderr=err, cwd=REPO,
                                          env=cli_env())
 
     def wait(self, timeout_s: float = 120) -> int:
