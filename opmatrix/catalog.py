@@ -30,46 +30,43 @@ class KernelInfo:
 
 
 class Catalog:
-    """The kernels and backends under two folders (a matrix's kernels_dir and backends_dir)."""
+    """The kernels and backends a matrix can name (its `plugins.Registry`: shipped, entry points, the project's)."""
 
-    def __init__(self, kernels_dir: Path, backends_dir: Path) -> None:
-        self.kernels_dir, self.backends_dir = Path(kernels_dir), Path(backends_dir)
+    def __init__(self, registry: plugins.Registry) -> None:
+        self.registry = registry
         self._kernels: dict[str, KernelInfo] = {}
 
     @classmethod
     def of(cls, matrix: Matrix) -> Catalog:
-        return cls(matrix.kernels_dir(), matrix.backends_dir())
+        return cls(matrix.plugins())
 
     def backends(self) -> tuple[str, ...]:
         """The adapters' names: backends/torch_compile.py is 'torch-compile'."""
-        if not self.backends_dir.is_dir():
-            return ()
-        return tuple(sorted(p.stem.replace("_", "-") for p in self.backends_dir.glob("*.py")
-                            if not p.name.startswith("_")))
+        return self.registry.backends()
 
     def kernels(self) -> tuple[str, ...]:
         """The kernels: folders with a spec.py."""
-        if not self.kernels_dir.is_dir():
-            return ()
-        return tuple(sorted(p.name for p in self.kernels_dir.iterdir() if (p / "spec.py").is_file()))
+        return self.registry.kernels()
 
     def kernel(self, name: str) -> KernelInfo:
         """A kernel's workloads and dtypes; PluginError when its spec is missing or broken."""
         if name not in self._kernels:
-            self._kernels[name] = _read_spec(self.kernels_dir, name)
+            self._kernels[name] = _read_spec(self.registry.kernel_dir(name), name)
         return self._kernels[name]
 
     def variants(self, kernel: str, backend: str) -> tuple[str, ...]:
         """The VARIANTS kernels/<kernel>/<backend>.py declares; ('default',) when it declares none or is absent."""
-        return plugins.declared_variants(plugins.impl_path(self.kernels_dir, kernel, backend))
+        return plugins.declared_variants(plugins.impl_path(self.registry.kernel_dir(kernel), kernel, backend))
 
     def problems(self, matrix: Matrix) -> list[Problem]:
         """Every name in the matrix that these folders do not have, with the names they do have."""
-        out = []
+        out = _missing_folders(matrix)
         backends = self.backends()
         for key, name in _backend_keys(matrix):
             if name not in backends:
-                out.append(unknown(key, name, backends, f"backend adapter in {self.backends_dir}"))
+                out.append(unknown(key, name, backends, f"backend adapter in {self.registry.searched('backend')}"))
+            else:
+                out += _backend_problem(key, name, self.registry)
         for i, entry in enumerate(matrix.kernel):
             try:
                 info = self.kernel(entry.name)
@@ -110,6 +107,27 @@ def check(matrix: Matrix, catalog: Catalog | None = None) -> Catalog:
     return catalog
 
 
+def _missing_folders(matrix: Matrix) -> list[Problem]:
+    """[run] kernels_dir / backends_dir set to a folder that does not exist."""
+    return [Problem(f"run.{key}", value, f"no such folder ({folder}); leave it unset for the project's {key[:-4]}/ "
+                    "folder (and the shipped ones), or name a folder that exists")
+            for key, value, folder in (("kernels_dir", matrix.run.kernels_dir, matrix.kernels_dir()),
+                                       ("backends_dir", matrix.run.backends_dir, matrix.backends_dir()))
+            if value is not None and not folder.is_dir()]
+
+
+def _backend_problem(key: str, name: str, registry: plugins.Registry) -> list[Problem]:
+    """A named backend that cannot be used: offered twice (a clash), a broken entry point, or an entry point's file
+    that fails its contract when loaded (a backend file imports no framework at module level)."""
+    try:
+        found = registry.backend(name)
+        if found.origin not in (plugins.SHIPPED, plugins.PROJECT):  # an installed package's: checked before use
+            plugins.load_backend(found.folder, name)
+    except PluginError as exc:
+        return [Problem(key, name, str(exc))]
+    return []
+
+
 def _backend_keys(matrix: Matrix) -> list[tuple[str, str]]:
     """(key path, backend) for every backend the matrix lists."""
     keys = [(f"backends[{j}]", b) for j, b in enumerate(matrix.backends)]
@@ -120,8 +138,6 @@ def _backend_keys(matrix: Matrix) -> list[tuple[str, str]]:
 
 def _read_spec(kernels_dir: Path, name: str) -> KernelInfo:
     path = kernels_dir / name / "spec.py"
-    if not path.is_file():
-        raise PluginError(f"no kernel spec {path}")
     try:
         spec = plugins.load_spec(kernels_dir, name)
     except PluginError:

@@ -245,6 +245,8 @@ def _cmd_plan(args) -> int:
         for c in cells:
             paired = f"   in the same rounds as {c['timed_with']} ([[compare]] candidate)" if c["timed_with"] else ""
             print(f"{c['cell']:<32} {len(c['jobs']):>4} jobs   nox session {c['session']}{paired}")
+        for line in plan.plugin_lines(matrix):  # plugins not shipped with opmatrix, and the project's overrides
+            print(line)
     return 0
 
 

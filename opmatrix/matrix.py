@@ -16,10 +16,12 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
 
 from opmatrix import matrix_checks as checks
 from opmatrix import paths
+from opmatrix.incell.plugins import Registry, discover
 from opmatrix.matrix_checks import EXCLUDE_KEYS, NO_VALUE, Problem  # noqa: F401 (re-exported)
 
 Vendor = Literal["nvidia", "amd", "cpu"]
@@ -102,6 +104,9 @@ class Toolchain(_Model):
     packages: list[Requirement508] = Field([], description="PEP 508 requirements installed into the cell's "
                                            "environment (pip options refused; URLs only with allow_urls)")
     index: dict[Vendor, IndexUrl] = Field({}, description="extra package index per device vendor")
+    find_links: Annotated[str, AfterValidator(checks.local_folder)] | None = Field(
+        None, description="an absolute path to a local folder of wheels pip may install from (--find-links): a "
+        "package index of your own builds, or of versions to bisect; it must exist wherever the cell is built")
     devices: list[str] | None = Field(None, description="device ids this toolchain applies to (default: all)")
     env: dict[Annotated[str, Field(pattern=ENV_NAME)], Annotated[str, AfterValidator(checks.env_value)]] = Field(
         {}, description="environment variables of the cell's processes (names: letters, digits, _)")
@@ -208,6 +213,7 @@ class Matrix(_Model):
     exclude: list[Exclude] = []
     compare: list[Compare] = []
     source: str = ""  # the file it was read from; set by load_matrix
+    _registry: Registry | None = PrivateAttr(None)  # plugins(), found once
 
     def problems(self) -> list[Problem]:
         """What the schema cannot see: repeated names and references to names this file does not define."""
@@ -223,16 +229,28 @@ class Matrix(_Model):
         return self._dir(self.run.backends_dir, paths.BACKENDS, paths.BUILTIN_BACKENDS)
 
     def _dir(self, value: str | None, default: Path, builtin: Path) -> Path:
+        """The project's own folder (`_project`), else the one shipped in the package."""
+        return self._project(value, default) or builtin
+
+    def _project(self, value: str | None, default: Path) -> Path | None:
         """[run] kernels_dir / backends_dir relative to the matrix file; unset: the nearest folder of that name
         at or above the matrix file's own (a project laid out like this one: matrix/, kernels/, backends/), else
-        the project's, else the ones shipped in the package. So a matrix works from an installed opmatrix too."""
-        fallback = default if default.is_dir() else builtin
-        if not self.source:
-            return fallback if value is None else Path(value).resolve()
-        here = Path(self.source).resolve().parent
+        the project's (opmatrix.paths); None when there is none. So a matrix works from an installed opmatrix."""
         if value is not None:
-            return (here / value).resolve()
-        return next((d / default.name for d in (here, *here.parents) if (d / default.name).is_dir()), fallback)
+            return (Path(self.source).resolve().parent / value).resolve() if self.source else Path(value).resolve()
+        here = Path(self.source).resolve().parent if self.source else None
+        found = next((d / default.name for d in (here, *here.parents) if (d / default.name).is_dir()), None) \
+            if here else None
+        return found or (default if default.is_dir() else None)
+
+    def plugins(self) -> Registry:
+        """The kernels and backends this matrix can name: shipped, registered by installed packages (entry points)
+        and the project's own, which win by name (opmatrix.incell.plugins). Found once per matrix."""
+        if self._registry is None:
+            self._registry = discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS,
+                                      self._project(self.run.kernels_dir, paths.KERNELS),
+                                      self._project(self.run.backends_dir, paths.BACKENDS))
+        return self._registry
 
 
 def load_matrix(path: str | Path) -> Matrix:

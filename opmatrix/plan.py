@@ -13,11 +13,16 @@ from opmatrix.incell import plugins
 from opmatrix.matrix import Matrix
 
 
+LATER_KEYS = (*HOST_FACTS, "find_links")  # keys added after environments were first hashed: left out while unset
+
+
 def env_hash(device: DeviceSpec, toolchain: ToolchainSpec) -> str:
-    # a device's host-fact ranges (driver, runtime) choose hosts, not packages: left out while unset, so that the
-    # environments of matrices without them keep their hashes
-    fields = {k: v for k, v in dataclasses.asdict(device).items() if v is not None or k not in HOST_FACTS}
-    return digest({"device": fields, "toolchain": toolchain})
+    """The environment's identity. A device's host-fact ranges (driver, runtime) choose hosts, not packages, and
+    keys added later count only where set, so that the environments of matrices without them keep their hashes."""
+    def fields(record) -> dict:
+        return {k: v for k, v in dataclasses.asdict(record).items() if v is not None or k not in LATER_KEYS}
+
+    return digest({"device": fields(device), "toolchain": fields(toolchain)})
 
 
 def device_spec(device) -> DeviceSpec:
@@ -27,7 +32,8 @@ def device_spec(device) -> DeviceSpec:
 def toolchain_spec(tc) -> ToolchainSpec:
     return ToolchainSpec(name=tc.name, python=tc.python, system=tc.system, installer=tc.installer,
                          packages=tuple(tc.packages), index=dict(tc.index),
-                         devices=None if tc.devices is None else tuple(tc.devices), env=dict(tc.env))
+                         devices=None if tc.devices is None else tuple(tc.devices), env=dict(tc.env),
+                         find_links=tc.find_links)
 
 
 def settings(matrix: Matrix) -> Settings:
@@ -61,13 +67,13 @@ def _cell_excluded(ex, device: str, toolchain: str) -> bool:
 
 def plan_jobs(matrix: Matrix, cell: CellSpec) -> list[JobSpec]:
     vendor = cell.device.vendor
-    kernels_dir = matrix.kernels_dir()
+    registry = matrix.plugins()
     jobs = []
     for entry in matrix.kernel:
         for workload in entry.workloads.get(vendor, []):
             for dtype in entry.dtypes.get(vendor, []):
                 for backend in entry.backends or matrix.backends:
-                    path = plugins.impl_path(kernels_dir, entry.name, backend)
+                    path = plugins.impl_path(registry.kernel_dir(entry.name), entry.name, backend)
                     for variant in plugins.declared_variants(path):
                         values = dict(device=cell.device.id, toolchain=cell.toolchain.name, kernel=entry.name,
                                       backend=backend, workload=workload, dtype=dtype, variant=variant)
@@ -90,7 +96,8 @@ def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan
         if jobs:
             plans[cell.id] = CellPlan(run_id=run_id, cell=cell, jobs=tuple(jobs), settings=settings(matrix),
                                       kernels_dir=str(matrix.kernels_dir()), backends_dir=str(matrix.backends_dir()),
-                                      scratch_dir=str(Path(scratch_root) / run_id / cell.id))
+                                      scratch_dir=str(Path(scratch_root) / run_id / cell.id),
+                                      **plugin_dirs(matrix, jobs))
     for compare in matrix.compare:
         for device in matrix.device:
             base, cand = plans.get(f"{device.id}.{compare.baseline}"), plans.get(f"{device.id}.{compare.candidate}")
@@ -101,6 +108,20 @@ def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan
             plans[base.cell.id] = base.replace(rival=rival)
             del plans[cand.cell.id]
     return list(plans.values())
+
+
+def plugin_dirs(matrix: Matrix, jobs) -> dict[str, dict[str, str]]:
+    """CellPlan's kernel_dirs / backend_dirs: where each kernel and backend of these jobs was found."""
+    registry = matrix.plugins()
+    return dict(kernel_dirs={k: str(registry.kernel_dir(k)) for k in sorted({j.kernel for j in jobs})},
+                backend_dirs={b: str(registry.backend_dir(b)) for b in sorted({j.backend for j in jobs})})
+
+
+def plugin_lines(matrix: Matrix) -> list[str]:
+    """What `opmatrix plan` says of the plugins: each one the matrix names that is not shipped with opmatrix (the
+    project's own, an installed package's), and what the project's own overrides."""
+    names = ([k.name for k in matrix.kernel], [b for k in matrix.kernel for b in (k.backends or matrix.backends)])
+    return matrix.plugins().origins(*names)
 
 
 def check_plugins(matrix: Matrix) -> None:

@@ -159,9 +159,13 @@ def _cell_jobs(planned: list[CellPlan]) -> dict[str, int]:
 def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunManifest | None) -> RunManifest:
     """run.json of a new run, or of a resumed one (its start, sessions and lines of code are the first session's)."""
     pairs = {(job.kernel, job.backend) for p in planned for job in p.all_jobs()}
+    folders = {}  # each kernel's folder (the project's, the package's, an installed package's) -> its pairs
+    for kernel, backend in pairs:
+        folders.setdefault(matrix.plugins().kernel_dir(kernel), set()).add((kernel, backend))
     loc = previous.lines_of_code if previous and previous.lines_of_code else effort.to_record(
-        effort.table(matrix.kernels_dir(), pairs))
-    now = effort.digests(matrix.kernels_dir(), pairs)
+        {key: n for folder, some in folders.items() for key, n in effort.table(folder, some).items()})
+    now = dict(sorted((key, d) for folder, some in folders.items()
+                      for key, d in effort.digests(folder, some).items()))
     sources = {**(previous.sources if previous else {}), **now}  # as of this session
     return RunManifest(
         run_id=run_id, matrix=_display_path(matrix.source), started_at=previous.started_at if previous else _now(),

@@ -184,13 +184,15 @@ def test_a_spec_without_declared_dtypes_allows_the_generic_float_types(tmp_path,
 def test_a_spec_that_fails_to_import_is_reported_on_its_kernel(tmp_path, write_matrix):
     probe_root(tmp_path, "import torch_that_is_not_here\n" + PROBE_SPEC)
     assert_refused(write_matrix(PROBE.format("float32")), "kernel[0].name", "probe", "failed to import",
-                   "ModuleNotFoundError", "allowed: probe")
+                   "ModuleNotFoundError", "allowed: add_rmsnorm, flash_attention, gemm_relu, probe, rmsnorm, rope")
 
 
 def test_a_missing_backends_folder_is_named(tmp_path, write_matrix):
     probe_root(tmp_path, PROBE_SPEC)
     path = write_matrix(PROBE.format("float32").replace('backends_dir = "backends"', 'backends_dir = "nowhere"'))
-    assert_refused(path, "backends[0]", "probe", f"backend adapter in {tmp_path / 'nowhere'}; allowed: (none)")
+    assert_refused(path, "run.backends_dir", "nowhere", f"no such folder ({tmp_path / 'nowhere'})")
+    assert_refused(path, "backends[0]", "probe", f"backend adapter in the project's {tmp_path / 'nowhere'}",
+                   "allowed: blaslt, cutlass, tilelang, torch, torch-compile, triton")
 
 
 def test_the_names_check_imports_no_framework():

@@ -80,6 +80,7 @@ class ToolchainSpec:
     index: dict[str, str] = field(default_factory=dict)
     devices: tuple[str, ...] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    find_links: str | None = None  # a local folder of wheels (pip --find-links)
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,18 @@ class CellPlan:
     # --resume: baseline jobs run again only so that resumed contestants are paired with them; no row of theirs
     partners: tuple[JobSpec, ...] = ()
     rival: RivalCell | None = None  # a [[compare]]: the candidate toolchain, timed in the same rounds
+    # where each kernel / backend of the plan was found (the project's folder, the package's, an installed
+    # package's: opmatrix.incell.plugins.Registry), name -> folder; a name not listed is in kernels_dir / backends_dir
+    kernel_dirs: dict[str, str] = field(default_factory=dict)
+    backend_dirs: dict[str, str] = field(default_factory=dict)
+
+    def kernels_dir_of(self, job: JobSpec) -> str:
+        """The folder that holds this job's kernel folder."""
+        return self.kernel_dirs.get(job.kernel, self.kernels_dir)
+
+    def backends_dir_of(self, job: JobSpec) -> str:
+        """The folder that holds this job's backend adapter file."""
+        return self.backend_dirs.get(job.backend, self.backends_dir)
 
     @property
     def session(self) -> str:

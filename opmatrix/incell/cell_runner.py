@@ -302,11 +302,12 @@ class CellRunner:
     def _start(self, job: JobSpec, suffix: str = "") -> Contestant | Result:
         """Start the job's worker and wait until it is ready to time, or ended with its row."""
         folder = self.job_folder(job, suffix)
-        task = WorkerTask(job=job, mode=self.plan.mode, device=self.device, kernels_dir=self.plan.kernels_dir,
-                          backends_dir=self.plan.backends_dir, settings=self.plan.settings, attempt=uuid.uuid4().hex)
+        task = WorkerTask(job=job, mode=self.plan.mode, device=self.device, kernels_dir=self.plan.kernels_dir_of(job),
+                          backends_dir=self.plan.backends_dir_of(job), settings=self.plan.settings,
+                          attempt=uuid.uuid4().hex)
         started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         try:
-            backend = plugins.load_backend(Path(self.plan.backends_dir), job.backend)
+            backend = plugins.load_backend(Path(task.backends_dir), job.backend)
             env = dict(self.rival_env if job.rival else os.environ, **backend.environment(self.device, folder / "cache"))
         except Exception as exc:
             return self._finish(job, Result(status=status.ENV_ERROR, phase="load",

@@ -2,7 +2,9 @@
 types a plugin file hands back.
 
 Plain modules, like asv benchmarks: `kernels/<op>/spec.py`, `kernels/<op>/<backend>.py`, `backends/<backend>.py`.
-Each is checked against its contract (opmatrix.incell.contract) as it is loaded, so a wrong signature or an
+Where they come from (`Registry`, `discover`): the ones shipped in the package (opmatrix/builtin/), those other
+installed packages register through the entry point groups `opmatrix.kernels` and `opmatrix.backends`, and the
+project's own kernels/ and backends/, which add to them or override them by name (the project's wins). Each is checked against its contract (opmatrix.incell.contract) as it is loaded, so a wrong signature or an
 unknown constant is a PluginError naming the file and the fix before anything is built. Plugin files import what
 they need from `opmatrix.kit`, which re-exports `Built`, `Compiled`, `Unsupported`, `Unavailable` and `require`.
 Stdlib only: this runs inside cell environments too.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import sys
 from dataclasses import dataclass, field
@@ -24,7 +27,12 @@ from opmatrix.incell import contract
 from opmatrix.incell.contract import PluginError
 
 __all__ = ["PluginError", "Unsupported", "Unavailable", "Built", "Compiled", "Backend", "require", "module_file",
-           "load_spec", "load_impl", "load_backend", "impl_path", "built_from", "declared_variants"]
+           "load_spec", "load_impl", "load_backend", "impl_path", "built_from", "declared_variants", "Found",
+           "Registry", "discover", "KERNEL_GROUP", "BACKEND_GROUP"]
+
+KERNEL_GROUP = "opmatrix.kernels"  # entry points: `<kernel> = <package>`, a folder <kernel>/ holding spec.py
+BACKEND_GROUP = "opmatrix.backends"  # entry points: `<backend> = <module>`, a file named module_file(<backend>)
+SHIPPED, PROJECT = "shipped", "project"
 
 
 class Unsupported(Exception):
@@ -190,3 +198,158 @@ def declared_variants(path: Path) -> tuple[str, ...]:
                 raise PluginError(f"{path}: VARIANTS must be a non-empty tuple of strings, got {value!r}")
             return tuple(value)
     return ("default",)
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where one kernel or backend was found: `folder` is what the loaders take (for a kernel the folder holding
+    <kernel>/, for a backend the folder holding its file), `origin` who provides it (SHIPPED, PROJECT or
+    "entry point NAME = VALUE (distribution VERSION)") and `path` the kernel folder or backend file itself."""
+
+    name: str
+    folder: Path
+    origin: str
+    path: Path
+
+
+class Registry:
+    """Every kernel and backend a matrix can name, by name, from all sources in order of precedence: the project's
+    own folders win over everything (an override, said by `origins()`); two other sources offering one name are a
+    clash, refused with both named when that name is used (`kernel`, `backend`)."""
+
+    def __init__(self, kernels: dict[str, list[Found]], backends: dict[str, list[Found]],
+                 broken: dict[tuple[str, str], str], searched: dict[str, str]) -> None:
+        self._found = {"kernel": kernels, "backend": backends}
+        self._broken = broken  # (kind, name) -> why an entry point offering that name cannot be used
+        self._searched = searched  # kind -> where names were looked for, in words
+
+    def searched(self, kind: str) -> str:
+        """Where kernels ("kernel") or backends ("backend") were looked for, in words, for error messages."""
+        return self._searched[kind]
+
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(sorted({*self._found["kernel"], *(n for k, n in self._broken if k == "kernel")}))
+
+    def backends(self) -> tuple[str, ...]:
+        return tuple(sorted({*self._found["backend"], *(n for k, n in self._broken if k == "backend")}))
+
+    def kernel(self, name: str) -> Found:
+        return self._pick("kernel", name)
+
+    def backend(self, name: str) -> Found:
+        return self._pick("backend", name)
+
+    def kernel_dir(self, name: str) -> Path:
+        return self.kernel(name).folder
+
+    def backend_dir(self, name: str) -> Path:
+        return self.backend(name).folder
+
+    def _pick(self, kind: str, name: str) -> Found:
+        if (kind, name) in self._broken:
+            raise PluginError(self._broken[kind, name])
+        found = self._found[kind].get(name)
+        if not found:
+            what = f"kernel spec {name}/spec.py" if kind == "kernel" else f"backend adapter {module_file(name)}"
+            raise PluginError(f"no {what} in {self._searched[kind]}")
+        if found[0].origin == PROJECT or len(found) == 1:
+            return found[0]
+        where = "; ".join(f"{f.origin}: {f.path}" for f in found)
+        fix = f"kernels/{name}/" if kind == "kernel" else f"backends/{module_file(name)}"
+        raise PluginError(f"{kind} {name!r} is provided {len(found)} times ({where}); opmatrix will not choose "
+                          f"between them: uninstall or rename one, or put the one to use in the project's {fix}, "
+                          "which wins over the others")
+
+    def origins(self, kernels, backends) -> list[str]:
+        """One line per named kernel and backend that is not the package's own: who provides it, and what the
+        project's own file overrides. Names that cannot be used are left to the names check."""
+        out = []
+        for kind, names in (("kernel", kernels), ("backend", backends)):
+            for name in sorted(set(names)):
+                try:
+                    chosen = self._pick(kind, name)
+                except PluginError:
+                    continue
+                if chosen.origin == SHIPPED:
+                    continue
+                others = [f"{f.origin} {f.path}" for f in self._found[kind][name] if f is not chosen]
+                out.append(f"{kind} {name}: {chosen.origin} {chosen.path}"
+                           + (f", overriding {'; '.join(others)}" if others else ""))
+        return out
+
+
+def discover(shipped_kernels: Path, shipped_backends: Path, project_kernels: Path | None = None,
+             project_backends: Path | None = None) -> Registry:
+    """The registry of the shipped plugins (opmatrix.paths.BUILTIN_*), the installed packages' entry points and the
+    project's folders (those that exist). Nothing is imported but the packages that hold entry point files (to
+    find them); each file is checked against its contract when it is loaded."""
+    kernels: dict[str, list[Found]] = {}
+    backends: dict[str, list[Found]] = {}
+    broken: dict[tuple[str, str], str] = {}
+    project = [Found(n, f, PROJECT, p) for n, f, p in _folder_kernels(project_kernels)]
+    shipped = [Found(n, f, SHIPPED, p) for n, f, p in _folder_kernels(shipped_kernels)]
+    for found in [*project, *_entry_points(KERNEL_GROUP, broken), *shipped]:
+        kernels.setdefault(found.name, []).append(found)
+    project = [Found(n, f, PROJECT, p) for n, f, p in _folder_backends(project_backends)]
+    shipped = [Found(n, f, SHIPPED, p) for n, f, p in _folder_backends(shipped_backends)]
+    for found in [*project, *_entry_points(BACKEND_GROUP, broken), *shipped]:
+        backends.setdefault(found.name, []).append(found)
+    searched = {kind: f"the project's {project or '(none)'}, the shipped {shipped} or an installed package's "
+                      f"{group} entry points"
+                for kind, project, shipped, group in (("kernel", project_kernels, shipped_kernels, KERNEL_GROUP),
+                                                      ("backend", project_backends, shipped_backends, BACKEND_GROUP))}
+    return Registry(kernels, backends, broken, searched)
+
+
+def _folder_kernels(folder: Path | None):
+    if folder is None or not Path(folder).is_dir():
+        return []
+    return [(p.name, Path(folder), p) for p in sorted(Path(folder).iterdir()) if (p / "spec.py").is_file()]
+
+
+def _folder_backends(folder: Path | None):
+    if folder is None or not Path(folder).is_dir():
+        return []
+    return [(p.stem.replace("_", "-"), Path(folder), p) for p in sorted(Path(folder).glob("*.py"))
+            if not p.name.startswith("_")]
+
+
+def _entry_points(group: str, broken: dict[tuple[str, str], str]) -> list[Found]:
+    """The plugins installed packages register under `group`, located without importing the plugin file."""
+    kind = "kernel" if group == KERNEL_GROUP else "backend"
+    out = []
+    for ep in importlib.metadata.entry_points(group=group):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist is not None else "unknown distribution"
+        origin = f"entry point {ep.name} = {ep.value} ({dist})"
+        try:
+            out.append(_entry_point_found(kind, ep, origin))
+        except PluginError as exc:
+            broken[kind, ep.name] = f"{group} {origin}: {exc}"
+    return out
+
+
+def _entry_point_found(kind: str, ep, origin: str) -> Found:
+    if ep.attr:
+        raise PluginError(f"names an object ({ep.attr}); name a {'package' if kind == 'kernel' else 'module'} only")
+    try:
+        spec = importlib.util.find_spec(ep.module)
+    except (ImportError, ValueError) as exc:
+        spec, why = None, f": {type(exc).__name__}: {exc}"
+    else:
+        why = ""
+    if spec is None:
+        raise PluginError(f"{ep.module} cannot be found in this environment{why}")
+    if kind == "kernel":
+        locations = list(spec.submodule_search_locations or [])
+        if not locations:
+            raise PluginError(f"{ep.module} is a module; a kernel is a package folder {ep.name}/ holding spec.py")
+        folder = Path(locations[0])
+        if folder.name != ep.name or not (folder / "spec.py").is_file():
+            raise PluginError(f"a kernel entry point names a folder called like the kernel ({ep.name}/) that holds "
+                              f"spec.py; {folder} is not one")
+        return Found(ep.name, folder.parent, origin, folder)
+    path = Path(spec.origin or "")
+    if path.name != module_file(ep.name) or not path.is_file():
+        raise PluginError(f"a backend entry point names a module whose file is named like the backend "
+                          f"({module_file(ep.name)}); {ep.module} is {path}")
+    return Found(ep.name, path.parent, origin, path)
