@@ -23,6 +23,7 @@ from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
+from opmatrix.scheduling.dispatch import SchedulerError
 from opmatrix.store import (COMPARISON, MANIFEST, REPORT_HTML, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, ResultStore,
                             StoreError, known_runs)
 
@@ -109,6 +110,10 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
         try:
             with as_interrupts():
                 _schedule(scheduler or _default_scheduler(), plans, matrix, store, manifest, session, console)
+        except SchedulerError:
+            if not stored and not resume:  # the scheduler never started: leave no folder of a run that did not run
+                shutil.rmtree(store.run_dir, ignore_errors=True)
+            raise
         except Interrupted as exc:
             interrupted = exc
             session.interrupted = exc.signal

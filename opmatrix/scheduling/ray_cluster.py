@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Iterator
 from urllib.parse import urlsplit
@@ -114,17 +115,51 @@ def after_loss(run: CellRun, alive: dict[str, float], error: str) -> tuple[CellR
     return None, f"the cell was lost {run.attempt} times ({error}); giving up"
 
 
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS frame
+SETTINGS_FRAME = 4
+
+
 def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """Fail within seconds, not after Ray's minutes of retries, when a cluster address does not answer."""
+    """Fail within seconds, not after Ray's minutes of retries, when a cluster address does not answer, or answers
+    but is not Ray: both Ray's GCS (host:6379) and its client server (ray://host:10001) are gRPC servers, which
+    answer an HTTP/2 connection preface with a SETTINGS frame at once; a plain TCP listener, a web server or a
+    database does not. (With RAY_USE_TLS set the exchange is encrypted: only the TCP connection is checked.)"""
     parts = urlsplit(address if "://" in address else f"ray://{address}")
     if not parts.hostname or not parts.port:
         raise SchedulerError(f"Ray address {address!r} needs host:port (ray://host:10001 or host:6379)")
     try:
-        with socket.create_connection((parts.hostname, parts.port), timeout=timeout_s):
-            pass
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout_s) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("0", "", "false"):
+                conn.sendall(HTTP2_PREFACE)
+                first = _read(conn, 9, time.monotonic() + timeout_s)
+                if len(first) < 9 or first[3] != SETTINGS_FRAME:
+                    got = "nothing" if not first else f"{len(first)} byte(s) that are not HTTP/2: {first[:16]!r}"
+                    raise SchedulerError(
+                        f"{address} accepts TCP connections but is not a Ray cluster: a gRPC server answers at once, "
+                        f"it answered {got} within {timeout_s:g} s. Give the address of the Ray head (host:6379, or "
+                        "ray://host:10001 for Ray Client), or leave --address / RAY_ADDRESS out to run on an "
+                        "embedded local Ray")
     except OSError as exc:
         raise SchedulerError(f"Ray cluster {address} does not answer ({exc}) within {timeout_s:g} s: start it, "
                              "fix --address / RAY_ADDRESS, or leave both out to run on an embedded local Ray")
+
+
+def _read(conn: socket.socket, n: int, deadline: float) -> bytes:
+    """Up to n bytes before the deadline (fewer when the peer closes or stays silent)."""
+    data = b""
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        conn.settimeout(left)
+        try:
+            chunk = conn.recv(n - len(data))
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 class RayScheduler:
@@ -154,8 +189,12 @@ class RayScheduler:
         pythonpath = os.pathsep.join(str(p) for p in (paths.CHECKOUT, os.environ.get("PYTHONPATH")) if p)
         runtime_env = {"env_vars": {"PYTHONPATH": pythonpath, paths.ROOT_ENV: str(paths.ROOT)}}
         if self.address:
-            ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
-            return self
+            try:
+                ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
+            except (ConnectionError, RuntimeError, TimeoutError) as exc:  # answered gRPC, yet Ray would not connect
+                raise SchedulerError(f"cannot connect to the Ray cluster {self.address}: {exc}; check --address / "
+                                     "RAY_ADDRESS, or leave both out to run on an embedded local Ray") from None
+            return
         local = hosts.detect_local()
         gpus = [d for d in local if d.vendor != "cpu"]
         if self.num_gpus is not None:
