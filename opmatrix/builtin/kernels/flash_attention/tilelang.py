@@ -17,13 +17,12 @@ Variants:
   GEMMs. exp2 with log2(e) folded into the scale, fast math; the mask only on blocks that need one (a branch
   uniform per program); the causal loop stops at the diagonal. K/V blocks of 128 columns, 176 with a causal mask
   (_fa3_config). Built with TileLang's own warp specialisation off (the roles are written out).
-  Causal programs run the longest query blocks first (`lpt`: +1-2 % on the causal 8192-token shape).
+  Causal programs run the longest query blocks first (`lpt`: faster on the causal 8192-token shape).
   Epilogue (`tma_epilogue`): O is written to shared memory over Q's tile and leaves by one TMA store; storing it
-  from registers cost 2-4 % at batch 8, where each program has only 32 K/V blocks to spread it over.
-  On the H200 against cuDNN's SDPA, paired rounds: 1.01-1.08x at (1, 32, 8192, 128), level at batch 8 (0.99-1.02x
-  over three leases), 503-616 TFLOP/s (reports/20261201-h200-flash-fa3-c, -flash-fa3-b8-repeat);
-  the design it replaced (TileLang's automatic warp specialisation, no overlap): 0.85-0.91x in the same sweep
-  (reports/20261201-h200-tilelang-flash-sweep).
+  from registers was slower at batch 8, where each program has only 32 K/V blocks to spread it over.
+  Against cuDNN's SDPA on the H200, paired: reports/20261201-h200-flash-fa3-c and -flash-fa3-b8-repeat (summed up
+  in docs/results.md); it is well ahead of the design it replaced (TileLang's automatic warp specialisation, no
+  overlap; reports/20261201-h200-tilelang-flash-sweep).
 - `tuned`: TileLang's autotuner picks per workload (opmatrix.kit.tune tunes twice and records whether the choice
   held) among `fa3`'s design choices (_TUNE_SPACE; always with the TMA epilogue): K/V blocks of 128 or 176
   columns (wider blocks issue fewer, larger wgmmas and cross the causal diagonal less often; a sequence not a
@@ -276,10 +275,10 @@ def _func(workload, dtype):
 
 
 def _fa3_config(workload) -> dict:
-    """FA3's choices for head_dim 128 as measured on the H200 (reports/20261201-h200-tilelang-flash-sweep):
-    128-column K/V blocks without a causal mask (176 was 2-5 % slower there), 176 with one (+1-4 %); two K/V
-    stages; ping-pong between the consumer warpgroups (no gain or loss measured); causal programs longest first;
-    O stored by TMA (+2-4 % at batch 8)."""
+    """FA3's choices for head_dim 128 as measured on the H200 (reports/20261201-h200-tilelang-flash-sweep/NOTES.md):
+    128-column K/V blocks without a causal mask (176 was slower there), 176 with one (faster); two K/V stages;
+    ping-pong between the consumer warpgroups (no gain or loss measured); causal programs longest first; O stored
+    by TMA (faster at batch 8)."""
     causal = workload["causal"]
     return {"block_N": 176 if causal else 128, "stages": 2, "pingpong": True, "lpt": causal, "tma_epilogue": True}
 

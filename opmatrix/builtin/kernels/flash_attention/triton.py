@@ -22,7 +22,8 @@ limit) and shared memory (3 stages of 128x128 K and V tiles is 192 KB plus Q), t
 Configurations that do not fit are pruned by the autotuner at run time.
 Verified here: the interpreter (TRITON_INTERPRET=1) matches the fp64 reference on small causal and
 non-causal, even and ragged shapes (tests/test_kernels_*); triton_compile_for builds sm_90 cubins for all
-four H200 workloads whose PTX has wgmma. H200: 0.76-0.84x cuDNN, 1.34-1.47x FA2 SDPA (reports/*-strong-flash).
+four H200 workloads whose PTX has wgmma. On the H200, against cuDNN and SDPA's FA2 backend:
+reports/20261130-h200-strong-flash/NOTES.md (docs/results.md).
 """
 import triton
 import triton.language as tl

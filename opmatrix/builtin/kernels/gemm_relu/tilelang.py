@@ -13,13 +13,13 @@
   relu in registers, writes the tile to a swizzled shared tile and issues one asynchronous TMA store; the
   consumers start the next tile's main loop while it drains and wait for it (wait_group.read) only before writing
   the next tile. That asynchronous store is what closed the gap to cuBLASLt: the same loop storing C from
-  registers, and TileLang's own warp specialisation (which waits for its TMA store at once), were 1.00-1.03x of
-  eager (reports/20261201-h200-tilelang-gemm-sweep). On the H200, paired: 1.09x eager at 4096^3, 1.05x at
-  8192^3, level with cuBLASLt (1.00x [0.99, 1.01]) and 1.01-1.02x CUTLASS (reports/20261201-h200-gemm-ws).
+  registers, and TileLang's own warp specialisation (which waits for its TMA store at once), were slower
+  (reports/20261201-h200-tilelang-gemm-sweep). What it measured on the H200, paired against eager, cuBLASLt and
+  CUTLASS: reports/20261201-h200-gemm-ws/NOTES.md (summed up in docs/results.md).
   TMA needs 16-byte row strides: K and N must be multiples of 8 (fp16/bf16), else `ws` is refused with that
   reason (`tile` takes any shape); partial tiles at the edges are zero-filled by the loads and clipped by the
-  store. Off 128-byte-aligned rows it is weaker: at partial_tiles (4000x3000x4040) 0.88-0.92x eager, 0.83-0.86x
-  cuBLASLt, with 2.3x the L2 traffic of 4096^3 in Nsight Compute (reports/20261201-h200-gemm-ws/NOTES.md).
+  store. Off 128-byte-aligned rows it is weaker (partial_tiles, 4000x3000x4040: behind eager and cuBLASLt, with
+  more L2 traffic per FLOP in Nsight Compute; reports/20261201-h200-gemm-ws/NOTES.md).
   compile_for builds it for sm_90a; the generated CUDA has wgmma (m64n256k16), tl::tma_load, tl::tma_store and
   setmaxnreg.
 - `tuned`: TileLang's autotuner chooses per workload between both designs and their tile shapes

@@ -7,8 +7,8 @@ No framework import at module level: the planner reads WORKLOADS without torch.
 from opmatrix.kit import ITEMSIZE
 
 EPS = 1e-6  # part of the operator's definition: every implementation reads it (opmatrix.kit.load_spec(__file__))
-# The `l2_prefetch` variants (TileLang, Triton) prefetch the row of the program this many x SMs launches ahead: 2-4
-# measured alike on the H200, 0.5-1 and 6-24 slower (reports/20261201-h200-rmsnorm-tilelang/NOTES.md, section 5)
+# The `l2_prefetch` variants (TileLang, Triton) prefetch the row of the program this many x SMs launches ahead; the
+# distances measured on the H200: reports/20261201-h200-rmsnorm-tilelang/NOTES.md, section 5
 L2_PREFETCH_PER_SM = 3
 
 WORKLOADS = {

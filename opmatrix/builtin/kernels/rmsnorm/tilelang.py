@@ -5,14 +5,13 @@ reduced across the block's threads (T.reduce_sum), scaled and stored. GPU only: 
 Variants:
 - `default`: one row per program.
 - `two_rows`: two rows per program on the same threads (twice the bytes per thread). Paired on H200s
-  (reports/20261201-h200-rmsnorm-two-rows and -repeat): at odd_5120 1.01x one row, 92.5-92.8 % of the copy
-  ceiling; at llama_4096 0.99-1.00x (89.2-89.6 %).
+  (reports/20261201-h200-rmsnorm-two-rows and -repeat): ahead of one row at odd_5120, level at llama_4096.
 - `l2_prefetch` (Hopper and later): one row per program, and each program first has the TMA unit bring the row of
   the program 3 x SMs launches ahead into L2 (one `cp.async.bulk.prefetch.L2`, PTX through T.import_source: TileLang
   has no prefetch of its own). DRAM then streams ahead of the programs instead of in whole-program bursts. Paired
-  on four H200s (reports/20261201-h200-rmsnorm-l2-prefetch and its -repeat, -other-gpu, -triton, -triton-repeat):
-  1.02-1.03x one row, 91.8-92.5 % of the copy ceiling at llama_4096 (one row: 89.5-90 %; torch's copy of the same
-  bytes: about 92.3 %) and 93.8-94.5 % at odd_5120. The distance (spec.L2_PREFETCH_PER_SM):
+  on four H200s (reports/20261201-h200-rmsnorm-l2-prefetch and its -repeat, -other-gpu, -triton, -triton-repeat;
+  the shares of the copy ceiling in docs/results.md): ahead of one row, level with torch's own copy of the same
+  bytes at llama_4096. The distance (spec.L2_PREFETCH_PER_SM):
   reports/20261201-h200-rmsnorm-tilelang/NOTES.md, section 5. kernels/rmsnorm/triton.py has the same variant.
 """
 from opmatrix.kit import ITEMSIZE, Built, aot, load_spec

@@ -1,16 +1,16 @@
 """Triton: one program per row, the whole row in registers, fp32 sums.
 
 The row is held as a block of A columns (the largest power of 2 <= hidden) and, when hidden is not a power of 2, a
-second block of B (the next power of 2 >= the rest). One block of next_power_of_2(hidden) would mask 37.5 % of its
-lanes at hidden 5120 (8192 lanes): on an H200 that ran at 78 % of copy bandwidth, the two blocks 4096 + 1024 at
-90.6 % (reports/20261130-h200-rmsnorm-bound/NOTES.md, tools/h200_rmsnorm_sweep.py). Warps: 4 for a split row
-(8 and 16 measured 82 % and 69 % there), else one per 512 columns, 4 to 16.
+second block of B (the next power of 2 >= the rest). One block of next_power_of_2(hidden) would mask 3 of every 8
+lanes at hidden 5120 (8192 lanes), and ran well below the two blocks 4096 + 1024 on an H200
+(reports/20261130-h200-rmsnorm-bound/NOTES.md, tools/h200_rmsnorm_sweep.py). Warps: 4 for a split row (8 and 16
+measured slower there), else one per 512 columns, 4 to 16.
 
 Variants: `default`; `l2_prefetch` (Hopper and later), the same kernel whose program first has the TMA unit bring
 the row of the program 3 x SMs launches ahead into L2 (one `cp.async.bulk.prefetch.L2` from the first thread,
 inline PTX): TileLang's `l2_prefetch` (kernels/rmsnorm/tilelang.py says why) written in Triton. Paired on two H200s
-(reports/20261201-h200-rmsnorm-l2-prefetch-triton and -repeat): 1.04-1.05x `default` at llama_4096, to 92.1-92.8 % of
-the copy ceiling; 1.00-1.01x at odd_5120 (91.8-91.9 %), where the split row's registers hold the kernel instead.
+(reports/20261201-h200-rmsnorm-l2-prefetch-triton and -repeat; docs/results.md): faster than `default` at
+llama_4096, level at odd_5120, where the split row's registers hold the kernel instead.
 """
 import triton
 import triton.language as tl
