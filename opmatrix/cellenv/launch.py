@@ -2,8 +2,10 @@
 results stream back line by line as they are produced.
 
 `run_cell_in_env(plan)` is the unit a scheduler calls, locally or on the host that owns the device. It yields
-exactly one Result per planned job: when the environment cannot be built, or the runner dies, the jobs that
-got no result are reported as `env_error` / `crashed` rows instead of disappearing. nox is started so that it dies
+exactly one Result per planned job: when the environment cannot be built, the jobs are `env_error` rows (phase
+`environment`); when the runner dies after it started (killed, out of host memory), the jobs that got no result
+are `lost` rows with the phase their group had reached (build, timing; none for a group not begun), which a
+plain `--resume` runs again. nox is started so that it dies
 with its caller, and the cell runner dies with nox: killing `opmatrix run` leaves nothing running.
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ from opmatrix import paths
 from opmatrix.core import status
 from opmatrix.core.jobs import CellPlan, Mode
 from opmatrix.core.result import Result
-from opmatrix.incell.cell_runner import NOW_PREFIX, PYTHON_PREFIX, READY_LINE, RESULT_PREFIX
+from opmatrix.incell.cell_runner import NOW_PREFIX, PYTHON_PREFIX, READY_LINE, RESULT_PREFIX, STAGE_PREFIX
 from opmatrix.incell.processes import kill_group, popen
 
 LOG_TAIL_LINES = 40
@@ -59,6 +61,7 @@ class NoxCell:
     def __init__(self, plan: CellPlan, extra_env: dict | None) -> None:
         self.plan, self.extra_env = plan, extra_env or {}
         self.code: int | None = None
+        self.ready = False  # the runner started in the finished environment
         self.tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
 
     def lines(self) -> Iterator[str]:
@@ -72,9 +75,10 @@ class NoxCell:
                          stderr=subprocess.STDOUT, text=True, bufsize=1, cwd=paths.ROOT)
             try:
                 for line in proc.stdout:
-                    if line.startswith((RESULT_PREFIX, PYTHON_PREFIX, NOW_PREFIX)):
+                    if line.startswith((RESULT_PREFIX, PYTHON_PREFIX, NOW_PREFIX, STAGE_PREFIX)):
                         yield line
                     elif line.rstrip("\n") == READY_LINE:
+                        self.ready = True
                         release_environment()
                     else:
                         log.write(line)
@@ -95,16 +99,49 @@ def run_cell_in_env(plan: CellPlan, extra_env: dict | None = None,
         yield from failed
     cell = NoxCell(plan, extra_env)
     done: set[tuple] = set()
+    reached = Reached()
     for line in cell.lines():
         if line.startswith(RESULT_PREFIX):
             result = Result.from_json(line[len(RESULT_PREFIX):])
             done.add(result.key())
             yield result
-        elif line.startswith(NOW_PREFIX) and on_now is not None:
-            on_now(json.loads(line[len(NOW_PREFIX):]))
+        elif line.startswith(NOW_PREFIX):
+            reached.now = json.loads(line[len(NOW_PREFIX):])
+            if on_now is not None:
+                on_now(reached.now)
+        elif line.startswith(STAGE_PREFIX):
+            stage = json.loads(line[len(STAGE_PREFIX):])
+            reached.groups[tuple(stage["group"])] = stage["phase"]
     if cell.code == 0 and (len(done) == len(plan.all_jobs()) or plan.past_deadline()):
         return  # complete, or stopped at the run's deadline (the rest is left for --resume)
-    yield from missing_results(plan, done, cell.code, "\n".join(cell.tail))
+    if cell.ready:
+        yield from lost_results(plan, done, cell.code, "\n".join(cell.tail), reached)
+    else:
+        yield from missing_results(plan, done, cell.code, "\n".join(cell.tail))
+
+
+@dataclasses.dataclass
+class Reached:
+    """What a cell runner had said before it ended: each group's phase (build, timing) and its last progress line."""
+    groups: dict = dataclasses.field(default_factory=dict)  # (kernel, workload, dtype) -> phase
+    now: str = ""
+
+
+def lost_results(plan: CellPlan, done: set[tuple], code: int, log_tail: str, reached: Reached) -> Iterator[Result]:
+    """Rows for the jobs of a cell whose runner started and then died without their results: `lost` (the runner,
+    not the job, ended: a kill, the host out of memory), with the phase the job's group had reached, so that a
+    plain --resume runs them again."""
+    last = f"; it last reported: {reached.now}" if reached.now else ""
+    for job in plan.all_jobs():
+        if plan.key(job) in done:
+            continue
+        phase = reached.groups.get((job.kernel, job.workload, job.dtype), "")
+        during = f"during this job's {phase}" if phase else "before this job started"
+        result = plan.row(job, status.LOST, f"the cell runner ended {during} (nox exit code {code}){last}; see "
+                                            f"{plan.scratch_dir}/nox.log; --resume runs it again")
+        result.phase = phase
+        result.stderr_tail = log_tail[-4000:]
+        yield result
 
 
 def prepare_rival(plan: CellPlan, extra_env: dict | None) -> tuple[CellPlan, list[Result]]:
@@ -123,15 +160,13 @@ def prepare_rival(plan: CellPlan, extra_env: dict | None) -> tuple[CellPlan, lis
 
 
 def missing_results(plan: CellPlan, done: set[tuple], code: int, log_tail: str) -> Iterator[Result]:
-    """Rows for the jobs of a cell that produced no result: env_error if the runner never reported anything
-    (the environment did not build), crashed if it died part-way."""
-    kind = status.ENV_ERROR if not done else status.CRASHED
-    what = ("the cell environment could not be built or its runner failed to start" if not done
-            else "the cell runner exited before this job reported")
+    """Rows for the jobs of a cell whose runner never started (it never said it was ready): `env_error` in phase
+    `environment`, the environment could not be built."""
     for job in plan.all_jobs():
         if plan.key(job) in done:
             continue
-        result = plan.row(job, kind, f"{what} (nox exit code {code}); see {plan.scratch_dir}/nox.log")
-        result.phase = "environment" if kind == status.ENV_ERROR else ""  # where it failed, when it is known
+        result = plan.row(job, status.ENV_ERROR, "the cell environment could not be built or its runner failed to "
+                                                 f"start (nox exit code {code}); see {plan.scratch_dir}/nox.log")
+        result.phase = "environment"
         result.stderr_tail = log_tail[-4000:]
         yield result

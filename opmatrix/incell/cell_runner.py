@@ -36,6 +36,8 @@ RESULT_PREFIX = "OPMATRIX-RESULT "
 READY_LINE = "OPMATRIX-CELL-READY"  # the environment is built and the runner started: it may be shared now
 PYTHON_PREFIX = "OPMATRIX-CELL-PYTHON "  # Mode.PREPARE: how to start a worker in this environment (JSON)
 NOW_PREFIX = "OPMATRIX-NOW "  # what the cell is doing between two rows (a group's builds, its rounds): JSON text
+# where the cell has got to, for the rows of a runner that dies: {"group": [kernel, workload, dtype], "phase": P}
+STAGE_PREFIX = "OPMATRIX-STAGE "
 ENV_PASSED_ON = ("PATH", "VIRTUAL_ENV", "PYTHONPATH")  # with the toolchain's own [toolchain] env
 PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls), in one process
 FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton")
@@ -149,9 +151,11 @@ def write_result(path: Path, attempt: str, result: Result) -> None:
 
 
 class CellRunner:
-    def __init__(self, plan: CellPlan, on_now: Callable[[str], None] | None = None) -> None:
+    def __init__(self, plan: CellPlan, on_now: Callable[[str], None] | None = None,
+                 on_stage: Callable[[tuple, str], None] | None = None) -> None:
         self.plan = plan
         self.on_now = on_now or (lambda text: None)  # progress between rows, for the run's progress view
+        self.on_stage = on_stage or (lambda group, phase: None)  # a group's phase: build, then timing
         self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
         # first: the probe below and every worker are forked from it (one import of the framework per cell)
@@ -203,6 +207,7 @@ class CellRunner:
         group = f"{jobs[0].kernel} {jobs[0].workload} {jobs[0].dtype}"
         while pending and not self.plan.past_deadline():
             block += 1
+            self.on_stage((jobs[0].kernel, jobs[0].workload, jobs[0].dtype), "build")
             self.on_now(f"{group}: building and checking {len(pending)} contestant(s)")
             members: list[Contestant] = []
             while pending and not self.plan.past_deadline():
@@ -233,6 +238,7 @@ class CellRunner:
                 + [c for c in (base, twin) if c is not None and c not in members]
             if not racers:
                 break
+            self.on_stage((jobs[0].kernel, jobs[0].workload, jobs[0].dtype), "timing")
             rounds = Rounds(racers, base, self.plan.settings, first_round, self._round_progress(group, racers),
                             settle=self.plan.rival is None)  # a toolchain pair stays together in every round
             rounds.run()
@@ -390,14 +396,20 @@ class CellRunner:
         return metrics.derive(stamped, self.ceilings)
 
 
-def run_cell(plan: CellPlan, on_now: Callable[[str], None] | None = None) -> Iterator[Result]:
+def run_cell(plan: CellPlan, on_now: Callable[[str], None] | None = None,
+             on_stage: Callable[[tuple, str], None] | None = None) -> Iterator[Result]:
     """The cell runner as a function: plan (cell, jobs, settings, folders) -> results, one per job; `on_now`
-    hears what it is doing between two results."""
-    yield from CellRunner(plan, on_now).results()
+    hears what it is doing between two results, `on_stage` each group's phase (build, timing)."""
+    yield from CellRunner(plan, on_now, on_stage).results()
 
 
 def _say_now(text: str) -> None:
     sys.stdout.write(NOW_PREFIX + json.dumps(text) + "\n")
+    sys.stdout.flush()
+
+
+def _say_stage(group: tuple, phase: str) -> None:
+    sys.stdout.write(STAGE_PREFIX + json.dumps({"group": list(group), "phase": phase}) + "\n")
     sys.stdout.flush()
 
 
@@ -411,7 +423,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.flush()
         return 0
     sys.stdout.flush()
-    for result in run_cell(plan, _say_now):
+    for result in run_cell(plan, _say_now, _say_stage):
         sys.stdout.write(RESULT_PREFIX + result.to_json() + "\n")
         sys.stdout.flush()
     return 0
