@@ -195,8 +195,33 @@ def test_a_shift_names_its_first_night_its_size_and_what_changed_in_the_toolchai
     assert shift.changed == "tilelang 0.1.14 → 0.1.15"
     assert shift.ratio == pytest.approx(1.10, abs=0.02)
     assert len(tile.values) == NIGHTS
-    assert tile.label() == "gemm_relu · h200 · square_4096 · float16 · tilelang[tuned]"
+    assert tile.label() == "gemm_relu · h200 · square_4096 · float16 · tilelang[tuned] · host"
     assert torch.shifts == []  # the same upgrade, no shift: a version change alone is not a change point
+
+
+def test_two_toolchains_of_one_night_are_two_series_not_one(tmp_path):
+    """A nightly that times tl014 beside tl015 (one run, two toolchains, 12 nights): each toolchain is a series of
+    its own, one point per night, so tl015's 10 % slower kernel is a level of its own, not a change point that
+    alternates night by night between the two toolchains."""
+    rng = np.random.default_rng(3)
+    for i in range(12):
+        store = ResultStore(tmp_path / "reports" / f"n{i:02d}")
+        for toolchain, level, tilelang in (("tl014", 1.0, "0.1.14"), ("tl015", 1.1, "0.1.15")):
+            store.append(Result(run_id=f"n{i:02d}", cell=f"h200.{toolchain}", device="h200", toolchain=toolchain,
+                                kernel="gemm_relu", workload="square_4096", dtype="float16", backend="tilelang",
+                                status="ok", median_ms=level * float(np.exp(rng.normal(0, 0.01))),
+                                **{**VERSIONS, "tilelang": tilelang}))
+        store.write_manifest(RunManifest(run_id=f"n{i:02d}", started_at=night(i), baseline="torch"))
+        append_run(tmp_path / "reports" / f"n{i:02d}", tmp_path / "history")
+
+    found = trends(read_history(tmp_path / "history"))
+
+    assert [(t.toolchain, len(t.values), len(set(t.nights)), len(set(t.fingerprints))) for t in found] == [
+        ("tl014", 12, 12, 1), ("tl015", 12, 12, 1)]
+    assert [t.shifts for t in found] == [[], []]
+    assert np.median(found[1].values) / np.median(found[0].values) == pytest.approx(1.10, abs=0.02)
+    [only] = trends(read_history(tmp_path / "history"), filters={"toolchain": "tl015"})
+    assert only.label().endswith("tilelang · tl015")
 
 
 # --------------------------------------------------------------------------------------------------- known good

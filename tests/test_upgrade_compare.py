@@ -192,3 +192,60 @@ def test_comparisons_declared_in_run_json_are_made_even_when_no_row_was_timed():
     df = frame(paired_run(9, status={("new", "triton", "w1"): "env_error"}))
     assert compare.declared_pairs([["old", "new"]], df) == [("old", "new")]
     assert compare.declared_pairs([], df) == [("old", "new")]  # older runs: from the candidate rows' peers
+
+
+PROCESS, CLOCK = 0.01, 0.03  # sd of a worker process's own offset, and of a whole run's clock state
+
+
+def stored_run(seed: int, slowdown: float = 1.0) -> list[Result]:
+    """One run timed on its own (toolchain 'host'): a clock state for the whole run, a drift factor per round, an
+    offset per worker process (the A/A twin is a process of its own) and noise per burst; triton slowed by
+    `slowdown`."""
+    rng = np.random.default_rng(seed)
+    clock = np.exp(rng.normal(0, CLOCK))
+    rows = []
+    for w in ("w1", "w2"):
+        drift = clock * np.exp(rng.normal(0, DRIFT, ROUNDS))
+        burst = lambda: drift * np.exp(rng.normal(0, PROCESS) + rng.normal(0, NOISE, ROUNDS))  # noqa: E731
+        base, twin = list(burst()), list(burst())
+        for backend in BACKENDS:
+            series = base if backend == "torch" else list(0.8 * burst() * (slowdown if backend == "triton" else 1))
+            rows.append(Result(
+                run_id=f"run-{seed}", cell="h200.host", device="h200", toolchain="host", kernel="k", workload=w,
+                dtype="float16", backend=backend, variant="default", status="ok", pairing="interleaved",
+                rel_err=1e-4, tolerance=1e-2, compile_s=2.0, rounds=ROUNDS, round_ms=series,
+                samples_ms=[t * f for t in series for f in np.exp(rng.normal(0, NOISE, 10))],
+                median_ms=float(np.median(series)), baseline_round_ms=[] if backend == "torch" else base,
+                aa_round_ms=twin, torch="2.11.0", triton="3.6.0", tilelang="0.1.15"))
+    return rows
+
+
+def unpaired(seed: int, slowdown: float = 1.0) -> compare.Comparison:
+    return compare.compare_unpaired(frame(stored_run(2 * seed)), frame(stored_run(2 * seed + 1, slowdown)), None,
+                                    None, 1.05, ["a", "b"])
+
+
+@pytest.mark.slow  # 200 unpaired comparisons with bootstrap intervals
+def test_unpaired_runs_of_identical_code_come_out_the_same(record_property):
+    """Two runs of the same code, each with its own clock state and worker processes: every row `same` in at least
+    99 % of comparisons (the round, not the sample, is the unit; both runs' A/A floors set the threshold)."""
+    seeds = range(200)
+    moved = sum(any(r.outcome != compare.SAME for r in unpaired(seed).rows) for seed in seeds)
+    record_property("unpaired_aa_not_same_rate", moved / len(seeds))
+    print(f"unpaired A/A comparisons: {moved} of {len(seeds)} with a row not `same`")
+    assert moved / len(seeds) <= 0.01
+
+
+@pytest.mark.slow
+def test_unpaired_runs_still_find_a_planted_30_percent_slowdown_and_count_rounds_not_samples():
+    seeds = range(40)
+    found = 0
+    for seed in seeds:
+        c = unpaired(seed, slowdown=1.30)
+        found += {r.workload for r in c.rows if r.outcome == compare.RISK and r.label == "triton"} == {"w1", "w2"}
+        assert not [r for r in c.rows if r.outcome != compare.SAME and r.label != "triton"]
+    print(f"unpaired, planted 30 % slowdown: found on both workloads in {found} of {len(seeds)}")
+    assert found / len(seeds) >= 0.95
+    row = next(r for r in unpaired(0).rows if r.label == "triton")
+    assert f"unpaired: {ROUNDS} and {ROUNDS} rounds as the unit" in " ".join(row.why)
+    assert row.aa_floor is not None and row.threshold >= 1.05

@@ -8,11 +8,13 @@ Per (device, kernel, workload, dtype, backend[variant]), the candidate's row aga
 - performance: time(candidate) / time(baseline) with its 95 % interval. **Paired** (one run of a matrix with a
   [[compare]]: both toolchains' workers timed in the same rounds): the median of the per-round ratios, and a
   Mann-Whitney U test of those ratios against the A/A twin's ratios of the same rounds. **Unpaired** (two stored
-  runs): the ratio of medians with a bootstrap interval over both sample sets, and Mann-Whitney U on the samples;
-  weaker, because power state and clock drift between the runs are not cancelled, and said so. q-values by
-  Benjamini-Hochberg over the comparison's rows. **Risk** when q < 0.05 and the interval's lower bound lies beyond
-  the threshold max(acceptance.min_speedup, 1 + 2 x the row's A/A noise floor); an improvement the same way
-  below 1 / threshold; otherwise the same;
+  runs): the round is the unit (a round's median, never each sample), a contestant relative to its own run's
+  baseline, the ratio of medians with a bootstrap interval resampling each run's rounds, Mann-Whitney U on the
+  rounds, and the A/A floors of both runs added; weaker, because power state and clock drift between the runs are
+  not cancelled, and said so. The baseline's own absolute time is shown, not judged (one run's clock state against
+  another's is not a noise any twin measures). q-values by Benjamini-Hochberg over the comparison's rows.
+  **Risk** when q < 0.05 and the interval's lower bound lies beyond the threshold max(acceptance.min_speedup,
+  1 + 2 x the row's A/A noise floor); an improvement the same way below 1 / threshold; otherwise the same;
 - compile time (tuning included): a risk when more than doubled and at least 5 s longer (one sample per side,
   so only large changes count); the same halving is an improvement.
 Per comparison: `breaks` if any row breaks, else `risk` if any row is a risk, else `safe` (and `nothing compared`
@@ -31,6 +33,7 @@ from scipy import stats as sps
 
 from opmatrix.core import status
 from opmatrix.core.result import backend_label
+from opmatrix.core.text import visible
 from opmatrix.decide import stats
 from opmatrix.decide.verdicts import K_AA, Q_MAX
 from opmatrix.report.markdown import row
@@ -221,13 +224,55 @@ def _timing(row: RowChange, b: dict, a: dict, min_speedup: float, paired: bool) 
         else:
             interval = _through_baseline(row, b, a)
     else:
-        interval = ratio_of_medians(_values(a, "samples_ms"), _values(b, "samples_ms"))
-        row.p_value = stats.mann_whitney(_values(a, "samples_ms"), _values(b, "samples_ms"))
+        interval = _unpaired(row, b, a)
     if interval is None:
         row.outcome, row.why = UNCOMPARED, ["no timing to compare (fewer than 3 rounds or samples)"]
         return
     row.time_ratio, row.time_lo, row.time_hi = interval.estimate, interval.lo, interval.hi
     row.threshold = max(min_speedup, 1 + K_AA * (row.aa_floor or 0.0))
+
+
+def _unpaired(row: RowChange, b: dict, a: dict) -> stats.Interval | None:
+    """Two stored runs: the ROUND is the unit (a round's median burst, never each sample: samples of one round
+    share its power state, and counting them as independent made two runs of identical code differ at q 1e-186).
+    A contestant is taken relative to the baseline of its own run's rounds (drift and the run's clock state cancel
+    within each run); the baseline itself, and a row that is the baseline in one run only, by its absolute round
+    times. The noise floor is the sum of both runs' A/A floors (each side is one draw of its processes), and the
+    row says it is unpaired: weaker than a paired run."""
+    relative = bool(_values(a, "baseline_round_ms")) and bool(_values(b, "baseline_round_ms"))
+    after, before = (_relative(a), _relative(b)) if relative else (_positive(a), _positive(b))
+    interval = ratio_of_medians(after, before)
+    if interval is None:
+        row.why.append("unpaired: fewer than 3 rounds on a side (a run timed without rounds is not judged "
+                       "unpaired: its samples are not independent draws)")
+        return None
+    floors = [_aa_floor(r) for r in (b, a)]
+    row.aa_floor = sum(f for f in floors if f is not None) if any(f is not None for f in floors) else None
+    if relative:
+        row.p_value = stats.mann_whitney(after, before)
+        row.why.append(f"unpaired: {len(before)} and {len(after)} rounds as the unit, each run's time relative to "
+                       "its own baseline; threshold from both runs' A/A floors")
+    else:  # shown, not judged: a whole run's clock state moves every time of it, twin and baseline alike
+        row.why.append(f"unpaired: {len(before)} and {len(after)} rounds of absolute times, shown but not judged: "
+                       "two runs' clock states cannot be told from a change (time the baseline paired, with "
+                       "[[compare]])")
+    return interval
+
+
+def _relative(r: dict) -> list[float]:
+    return stats.per_round(_values(r, "round_ms"), _values(r, "baseline_round_ms"))
+
+
+def _positive(r: dict) -> list[float]:
+    return [t for t in _values(r, "round_ms") if t > 0]
+
+
+def _aa_floor(r: dict) -> float | None:
+    """The half-width of a row's A/A interval over its own rounds: its twin against the baseline of those rounds
+    (the baseline's own row: against its own times)."""
+    reference = _values(r, "baseline_round_ms") or _values(r, "round_ms")
+    floor = stats.median_interval(stats.per_round(_values(r, "aa_round_ms"), reference))
+    return floor.halfwidth if floor is not None else None
 
 
 def _through_baseline(row: RowChange, b: dict, a: dict) -> stats.Interval | None:
@@ -385,15 +430,16 @@ def markdown(comparisons: list[Comparison]) -> str:
 
 def junit_xml(comparisons: list[Comparison], strict: bool = False) -> str:
     """One test suite per comparison, one test case per row: `breaks` is a failure, `risk` too with --strict
-    (otherwise it passes with the finding in its output), so a CI system shows each row."""
+    (otherwise it passes with the finding in its output), so a CI system shows each row. Texts go through
+    core.text.visible: XML 1.0 has no place for a control character a compiler wrote."""
     suites = ET.Element("testsuites", name="opmatrix compare")
     for c in comparisons:
         suite = ET.SubElement(suites, "testsuite", name=f"{c.baseline} -> {c.candidate}", tests=str(len(c.rows)))
         failures = 0
         for r in c.rows:
-            case = ET.SubElement(suite, "testcase", classname=f"{r.device}.{r.kernel}.{r.workload}.{r.dtype}",
-                                 name=r.label)
-            text = f"{r.outcome}: {'; '.join(r.why) or 'no change'}; time after/before {r.ratio_text()}"
+            where = visible(f"{r.device}.{r.kernel}.{r.workload}.{r.dtype}")
+            case = ET.SubElement(suite, "testcase", classname=where, name=visible(r.label))
+            text = visible(f"{r.outcome}: {'; '.join(r.why) or 'no change'}; time after/before {r.ratio_text()}")
             if r.outcome == BREAKS or (strict and r.outcome == RISK):
                 failures += 1
                 ET.SubElement(case, "failure", type=r.outcome, message=text[:500]).text = text

@@ -35,8 +35,8 @@ penalty calibrated as above states its false-alarm rate as a measured number.
 **Known good.** Per (kernel, backend[variant], device), a fingerprint is known good when every one of its rows is
 `ok` and every timed row lies in its series' performance band: the segment between change points that the row
 falls in has a median time within BAND = 5 % of the fastest segment of that series (device, kernel, workload, dtype,
-backend, variant). Judging segments, not single nights, keeps one noisy night from disqualifying a version; rows
-without a time (correctness only) count on their status alone. A fingerprint with any other status (failed, or
+backend, variant, toolchain). Judging segments, not single nights, keeps one noisy night from disqualifying a
+version; rows without a time (correctness only) count on their status alone. A fingerprint with any other status (failed, or
 only built for a device no host had) is not known good: nothing showed that it works.
 """
 from __future__ import annotations
@@ -56,8 +56,12 @@ from opmatrix.core.status import OK
 from opmatrix.store import StoreError
 
 HISTORY = paths.REPORTS / "history"
-KEY = ("device", "kernel", "workload", "dtype", "backend", "variant")  # one series per key, over the nights
-FILTER_KEYS = (*KEY, "toolchain")
+KEY = ("device", "kernel", "workload", "dtype", "backend", "variant")  # what a row measured
+# One series per key AND toolchain, over the nights: two toolchains timed on one night (tl014 beside tl015 of one
+# nightly) are two series, never two points of one; inside a toolchain's series its fingerprint may move from
+# night to night, and that move is what a change point names.
+SERIES = (*KEY, "toolchain")
+FILTER_KEYS = SERIES
 VERSION_FIELDS = ("python", "torch", "triton", "tilelang", "driver", "runtime")  # the toolchain fingerprint
 METRICS = ("median_ms", "speedup", "compile_s")  # positive numbers whose shifts are relative
 COLUMNS = ["run_id", "night", *KEY, "toolchain", "device_name", "fingerprint", "versions", *VERSION_FIELDS,
@@ -94,6 +98,7 @@ class Trend:
     dtype: str
     backend: str
     variant: str
+    toolchain: str
     metric: str
     nights: list[str] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
@@ -105,7 +110,7 @@ class Trend:
 
     def label(self) -> str:
         return " · ".join([self.kernel, self.device, self.workload, self.dtype,
-                           backend_label(self.backend, self.variant)])
+                           backend_label(self.backend, self.variant), self.toolchain])
 
 
 @dataclass
@@ -303,10 +308,11 @@ def _noise_within_segments(x: np.ndarray, starts: list[int]) -> float:
 # ------------------------------------------------------------------------------------------------------- trends
 
 def trends(history_df, metric: str = "median_ms", filters: dict[str, str] | None = None) -> list[Trend]:
-    """Per series (device, kernel, workload, dtype, backend, variant), its `ok` values over the nights, with the
-    change points: the first night of each shift, its size, and what changed in the toolchain that night."""
+    """Per series (device, kernel, workload, dtype, backend, variant, toolchain), its `ok` values over the nights,
+    with the change points: the first night of each shift, its size, and what changed in the toolchain that
+    night."""
     rows = usable(select(history_df, filters or {}), metric)
-    return [_trend(key, group, metric) for key, group in rows.groupby(list(KEY), sort=True)]
+    return [_trend(key, group, metric) for key, group in rows.groupby(list(SERIES), sort=True)]
 
 
 def select(history_df, filters: dict[str, str]):
@@ -389,7 +395,7 @@ def in_band(history_df):
 
     band = pd.Series(True, index=history_df.index)
     timed = usable(history_df, "median_ms")
-    for _, group in timed.groupby(list(KEY)):
+    for _, group in timed.groupby(list(SERIES)):
         group = group.sort_values(ORDER, kind="stable")
         medians = _segment_medians(group.median_ms.to_numpy(dtype=float), change_points(group.median_ms))
         band.loc[group.index] = medians <= medians.min() * (1 + BAND)
