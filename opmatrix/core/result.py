@@ -80,6 +80,8 @@ class Result:
     cupti_ms: float | None = None
     cupti_diff_pct: float | None = None  # (crosscheck_events_ms - cupti_ms) / cupti_ms
     timing_notes: str = ""  # why an optional view (graph replay, CUPTI) is missing
+    input_sets: int = 0  # timed calls rotated over this many seeded input sets (opmatrix.incell.integrity)
+    timed_checks: int = 0  # checked timed calls passed: inputs changed in place, output poisoned, then compared
     # paired, interleaved timing (opmatrix.incell.rounds): every list is aligned by round
     pairing: str = ""  # "interleaved": shuffled rounds with the baseline and its A/A twin; "": timed alone (older)
     rounds: int = 0

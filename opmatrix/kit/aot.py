@@ -144,15 +144,21 @@ _VERBOSE = "TILELANG_VERBOSE"  # TileLang 0.1.15: adds --ptxas-options=--verbose
 def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, device) -> Compiled:
     """Ahead-of-time Triton compile for the device (CUDA cubin or AMD hsaco); needs no GPU and no ROCm.
     Pointer arguments (names ending in _ptr) get the dtype, FLOAT_ARGS fp32, the rest i32."""
+    elem = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}[dtype]
+    signature = {name: ("constexpr" if name in constexprs else elem if name.endswith("_ptr")
+                        else "fp32" if name in FLOAT_ARGS else "i32") for name in kernel.arg_names}
+    return triton_compile(kernel, signature, constexprs, options, device)
+
+
+def triton_compile(kernel, signature: dict, constexprs: dict, options: dict, device) -> Compiled:
+    """triton_compile_for with the kernel's signature spelt out ({argument: "*fp16" | "fp32" | "i32" |
+    "constexpr"}), for a kernel whose argument names do not follow the _ptr convention (a library's own)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     if not device.is_gpu:
         raise Unsupported("compile-only builds are for GPUs")
-    elem = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}[dtype]
-    signature = {name: ("constexpr" if name in constexprs else elem if name.endswith("_ptr")
-                        else "fp32" if name in FLOAT_ARGS else "i32") for name in kernel.arg_names}
     if device.vendor == "nvidia":
         target, binary = GPUTarget("cuda", cuda_capability(device.arch), 32), "cubin"
     else:
