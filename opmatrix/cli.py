@@ -288,6 +288,7 @@ EXIT_CODES = ("exit codes: 0 done; 1 a row failed (run --fail-on); 2 bad input (
 
 def parser() -> argparse.ArgumentParser:
     from opmatrix import __version__
+    from opmatrix.decide.calibration_cli import add_calibration_parser
     from opmatrix.profile.cli import add_profile_parser  # imported here: both import UsageError from this module
     from opmatrix.upgrade.history_cli import add_history_parser
     from opmatrix.validate.cli import add_validate_parser
@@ -305,6 +306,7 @@ def parser() -> argparse.ArgumentParser:
     add_profile_parser(sub, _subcommand)
     add_history_parser(sub, _subcommand)
     add_validate_parser(sub, _subcommand)
+    add_calibration_parser(sub, _subcommand)
     return p
 
 

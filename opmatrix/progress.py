@@ -3,19 +3,21 @@ are on, and an overall bar when the run spans several devices.
 
 In a terminal it is live (rich.progress); otherwise (CI, logs) one line per cell start and per result as it
 lands. Cell ids, hosts, backend labels and error texts are data, never markup: `tilelang[tuned]` keeps its
-variant and an error naming `[/usr/include/x.h]` cannot crash the run's output. Status colours come from the
-one table in opmatrix.report.styles, so the live view and the report agree.
+variant and an error naming `[/usr/include/x.h]` cannot crash the run's output, and a control character in them
+(an escape sequence that would clear the screen or retitle the terminal) is written out, in the live bars too
+(opmatrix.core.text.visible). Status colours come from the one table in opmatrix.report.styles, so the live view
+and the report agree.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from opmatrix.core import status
 from opmatrix.core.result import Result, backend_label
-from opmatrix.report.styles import status_style
+from opmatrix.core.text import visible
+from opmatrix.report.styles import plain, status_style
 
 ERROR_CHARS = 160  # the first line of an error, as far as the log line shows it
 
@@ -56,9 +58,9 @@ class ProgressView:
 
     def started(self, cell: str, where: str) -> None:
         state = self._cell(cell)
-        state.state, state.where = "running", where
+        state.state, state.where = "running", visible(where)
         self._show(state.device)
-        self._log(f"{escape(cell)}: started on {escape(where)}")
+        self._log(f"{plain(cell)}: started on {plain(where)}")
 
     def finished(self, cell: str) -> None:
         state = self._cell(cell)
@@ -68,17 +70,17 @@ class ProgressView:
     def working(self, cell: str, text: str) -> None:
         """What a running cell is doing between two results (a group's builds, its rounds so far)."""
         state = self._cell(cell)
-        state.job = text
+        state.job = visible(text)
         self._show(state.device)
-        self._log(f"{escape(cell)}: {escape(text)}")
+        self._log(f"{plain(cell)}: {plain(text)}")
 
     def note(self, line: str) -> None:
         """A line from the scheduler (a resubmission, a lost node): shown in either mode, as plain text."""
-        self.console.print(escape(line), highlight=False, soft_wrap=True)
+        self.console.print(plain(line), highlight=False, soft_wrap=True)
 
     def result(self, r: Result) -> None:
         self.done += 1
-        label = f"{r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}"
+        label = visible(f"{r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}")
         state = self._cell(r.cell, r.device)
         state.job = label
         self.bars.advance(self.tasks[state.device])
@@ -90,23 +92,23 @@ class ProgressView:
     def _result_line(self, r: Result, label: str) -> str:
         speed = f" {r.median_ms:.4g} ms" if r.median_ms is not None else ""
         error = (r.error or "").strip().splitlines()
-        why = f": {escape(error[0][:ERROR_CHARS])}" if error and r.status != status.OK else ""
+        why = f": {plain(error[0][:ERROR_CHARS])}" if error and r.status != status.OK else ""
         style = status_style(r.status)
-        shown = f"[{style}]{escape(r.status)}[/]" if style else escape(r.status)
-        return f"{escape(f'[{self.done:>4}/{self.total}]')} {escape(r.cell)} {escape(label)} -> {shown}{speed}{why}"
+        shown = f"[{style}]{plain(r.status)}[/]" if style else plain(r.status)
+        return f"{plain(f'[{self.done:>4}/{self.total}]')} {plain(r.cell)} {plain(label)} -> {shown}{speed}{why}"
 
     def _cell(self, cell: str, device: str = "?") -> _Cell:
         """A cell's record; a cell the plans did not name (it should not happen) gets one rather than a KeyError
         in the middle of a run."""
         if cell not in self.cells:
-            self.cells[cell] = _Cell(device)
+            self.cells[cell] = _Cell(visible(device))
             if device not in self.tasks:
                 self.tasks[device] = self.bars.add_task(device, total=None, now="")
         return self.cells[cell]
 
     def _show(self, device: str) -> None:
         """The device bar's text: each running cell, where it runs and the job it is on."""
-        running = [f"{c} @ {s.where or '?'}: {s.job or 'building env'}" for c, s in self.cells.items()
+        running = [f"{visible(c)} @ {s.where or '?'}: {s.job or 'building env'}" for c, s in self.cells.items()
                    if s.device == device and s.state == "running"]
         self.bars.update(self.tasks[device], now="; ".join(running))
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from opmatrix import paths
 from opmatrix.core.keys import KEY_FIELDS
 from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError, backend_labels
+from opmatrix.core.text import visible_frame
 from opmatrix.manifest import RunManifest
 from opmatrix.matrix import DEFAULT_BASELINE
 
@@ -209,7 +210,8 @@ def load_run(run: str | Path, reports_dir: Path = paths.REPORTS):
 
     folder = run_dir(run, reports_dir)
     if (folder / RESULTS_PARQUET).is_file():
-        return with_every_column(pd.read_parquet(folder / RESULTS_PARQUET))
+        # rows read back from JSON are made safe by Result.from_dict; a parquet written before that, here
+        return visible_frame(with_every_column(pd.read_parquet(folder / RESULTS_PARQUET)))
     store = ResultStore(folder, create=False)
     manifest = store.read_manifest()
     return add_speedup(frame(store.results()), _baseline(manifest))

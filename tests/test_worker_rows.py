@@ -91,18 +91,34 @@ def test_an_output_of_the_wrong_shape_is_a_mismatch(tmp_path):
     assert row.status == "mismatch" and "shape (255,)" in row.error and "(256,)" in row.error
 
 
-def test_the_prepared_timing_call_takes_no_arguments_and_can_be_timed_again():
-    """What a timing server would keep: one prepared call, timed in as many bursts as asked."""
+def test_the_prepared_timing_call_takes_no_arguments_rotates_its_input_sets_and_can_be_timed_again():
+    """What a timing server keeps: one prepared call over its own seeded input sets, timed in as many bursts as
+    asked, each followed by its checked calls."""
     import torch
 
-    from opmatrix.incell import measure, phases
-    from opmatrix.incell.plugins import Built
+    from opmatrix.incell import correctness, integrity, measure
 
     calls = []
-    built = Built(lambda x, out: calls.append(out.copy_(x * 2)))
-    case = phases.Case((torch.ones(8),), torch.empty(8))
-    timed_call = phases.prepare_timing(built, case)
+
+    def kernel(x, out):
+        calls.append(x.data_ptr())
+        out.copy_(x * 2)
+
+    def make(seed):
+        return (torch.randn(8, generator=torch.Generator().manual_seed(seed)),)
+
+    def reference(inputs):
+        return inputs[0].double() * 2
+
+    sets, note = integrity.make_sets(make, lambda: torch.empty(8), reference, 7, "cpu")
+    assert len(sets) == integrity.INPUT_SETS and note == ""
+    timed_call = integrity.TimedCall(kernel, sets, False, "cpu", lambda: correctness.Verdict(1e-6, 0, 1e-6),
+                                     lambda seed: (make(seed), reference(make(seed))), 100)
     timed_call()
-    assert torch.equal(case.out, torch.full((8,), 2.0))
+    timed_call()
+    assert len(set(calls)) == integrity.INPUT_SETS  # the second call had the other set's buffers
     bursts = [measure.time_callable(timed_call, "cpu", warmup_ms=0, rep_ms=1) for _ in range(2)]
+    for burst in bursts:
+        timed_call.after_burst(burst.samples_ms)
     assert all(len(b.samples_ms) >= measure.MIN_REPS for b in bursts) and len(calls) >= 2 * measure.MIN_REPS
+    assert timed_call.checks.passed == 2 * integrity.CHECKS_PER_BURST

@@ -13,6 +13,7 @@ from typing import Any
 
 from opmatrix.core import status
 from opmatrix.core.keys import KEY_FIELDS, JobKey
+from opmatrix.core.text import visible_fields
 
 SCHEMA_VERSION = 1
 
@@ -120,7 +121,8 @@ class Result:
         return JobKey(self.cell, self.kernel, self.workload, self.dtype, self.backend, self.variant)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True, allow_nan=False, default=str)
+        """The row as one JSON line; its texts through core.text.visible (no control character is stored)."""
+        return json.dumps(visible_fields(dataclasses.asdict(self)), sort_keys=True, allow_nan=False, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> Result:
@@ -147,7 +149,7 @@ class Result:
                 if not check(value):
                     raise RowError(f"field {name!r} has the wrong type: {value!r} ({_TYPES[name]} expected)")
                 values[name] = value
-        return cls(**values)
+        return cls(**visible_fields(values))  # a row stored before texts were made safe, or a tampered one
 
 
 class RowError(ValueError):

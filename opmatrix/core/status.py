@@ -18,11 +18,13 @@ ENV_ERROR = "env_error"  # the cell's environment could not be built or its runn
 LOST = "lost"  # the host running the cell went away and no other host with the device could take it
 COMPILES = "compiles"  # no host has the device: a binary for it was built elsewhere, never run
 LOWERS = "lowers"  # no host has the device: device source was generated for it, no binary (no toolchain here)
+SUSPECT = "suspect"  # correct, but its timing cannot be real: a rate beyond the roofline bound, or its checked calls
+# took far longer than its timed ones (work skipped while timed); never eligible for a verdict
 
 ALL = (OK, UNSUPPORTED, NOT_INSTALLED, COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, NO_HOST,
-       ENV_ERROR, LOST, COMPILES, LOWERS)
+       ENV_ERROR, LOST, COMPILES, LOWERS, SUSPECT)
 
 # Statuses that mean "this backend does not run here" (coverage), as opposed to "it runs but is broken".
 NOT_COVERED = (UNSUPPORTED, NOT_INSTALLED, NO_HOST)
 BUILD_ONLY = (COMPILES, LOWERS)  # "does it even build for that device?" answered without the device
-FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, ENV_ERROR, LOST)
+FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, ENV_ERROR, LOST, SUSPECT)

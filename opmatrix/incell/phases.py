@@ -8,7 +8,6 @@ built or checked twice.
 """
 from __future__ import annotations
 
-import functools
 import json
 import time
 import traceback
@@ -20,7 +19,7 @@ from typing import Callable
 from opmatrix.core import status
 from opmatrix.core.jobs import Mode, WorkerTask
 from opmatrix.core.result import Result, clean_float
-from opmatrix.incell import correctness, measure, plugins
+from opmatrix.incell import correctness, integrity, measure, plugins
 from opmatrix.incell.plugins import Backend, Built, Compiled, PluginError, Unavailable, Unsupported
 
 
@@ -169,18 +168,26 @@ def first_call(loaded: Loaded, built: Built, task: WorkerTask) -> Case:
     return case
 
 
-def check_correctness(loaded: Loaded, built: Built, case: Case, task: WorkerTask, result: Result) -> Case:
-    """Every trial: fresh seeded inputs, the output poisoned with NaN (an element the kernel does not write stays
-    NaN and fails), then the norm and element-wise checks against fp64. Returns the last trial's case."""
+def check_correctness(loaded: Loaded, built: Built, case: Case, task: WorkerTask, result: Result) -> None:
+    """Every trial: fresh seeded inputs and their reference computed from a pristine copy made before the call
+    (opmatrix.incell.integrity), the output poisoned with NaN (an element the kernel does not write stays NaN and
+    fails), then the output's form, the inputs left unchanged, and the norm and element-wise checks against fp64."""
     spec, job, device = loaded.spec, task.job, task.device
     verdict = correctness.Verdict(result.tolerance, *correctness.elementwise_tolerance(spec, job.dtype))
     for trial in range(task.settings.trials):
         case = Case(spec.make_inputs(loaded.workload, job.dtype, device.torch, task.settings.seed + 1 + trial),
                     case.out)
+        kept = integrity.pristine(case.inputs)
+        reference = spec.reference(kept, loaded.workload)
+        integrity.require_informative(reference, spec.__file__)
         case.out.fill_(float("nan"))
         got = call(built, case, loaded, task, status.RUNTIME_ERROR)
+        wrong = integrity.output_form(got, case.out)
+        written = integrity.changed_inputs(case.inputs, kept)
+        if wrong or written:
+            raise JobFailed(status.MISMATCH, wrong or f"writes its inputs: {written}")
         try:
-            verdict.add(got, spec.reference(case.inputs, loaded.workload))
+            verdict.add(got, reference)
         except correctness.ShapeMismatch as exc:
             raise JobFailed(status.MISMATCH, str(exc)) from None
         if not verdict.finite:
@@ -190,12 +197,28 @@ def check_correctness(loaded: Loaded, built: Built, case: Case, task: WorkerTask
     result.worst_index = verdict.worst.where if verdict.bad_elements else ""
     if not verdict.passed:
         raise JobFailed(status.MISMATCH, verdict.explain())
-    return case
 
 
-def prepare_timing(built: Built, case: Case) -> Callable[[], object]:
-    """The zero-argument call a timer repeats: the built function on fixed inputs and its output buffer."""
-    return functools.partial(built.fn, *case.inputs, case.out)
+def prepare_timing(loaded: Loaded, built: Built, task: WorkerTask, result: Result) -> integrity.TimedCall:
+    """The zero-argument call a timer repeats, rotating over seeded input sets of its own (never a correctness
+    trial's), with the checked calls the timing server makes after every burst."""
+    spec, job, device = loaded.spec, task.job, task.device
+    sets, note = integrity.make_sets(
+        lambda seed: spec.make_inputs(loaded.workload, job.dtype, device.torch, seed),
+        lambda: spec.make_output(loaded.workload, job.dtype, device.torch),
+        lambda inputs: spec.reference(inputs, loaded.workload),
+        task.settings.seed + integrity.SEED_OFFSET, device.torch)
+    result.input_sets = len(sets)
+    result.timing_notes = "; ".join(filter(None, [result.timing_notes, note]))
+    tolerances = correctness.elementwise_tolerance(spec, job.dtype)
+
+    def fresh(seed: int) -> tuple[tuple, object]:
+        inputs = spec.make_inputs(loaded.workload, job.dtype, device.torch, seed)
+        return inputs, integrity.reference_of(lambda kept: spec.reference(kept, loaded.workload), inputs)
+
+    return integrity.TimedCall(built.fn, sets, loaded.returns_output, device.torch,
+                               lambda: correctness.Verdict(result.tolerance, *tolerances), fresh,
+                               task.settings.seed + integrity.FRESH_SEED_OFFSET, note)
 
 
 def extra_views(timed_call: Callable[[], object], task: WorkerTask, result: Result) -> None:
@@ -216,4 +239,4 @@ def extra_views(timed_call: Callable[[], object], task: WorkerTask, result: Resu
             result.graph_median_ms = measure.graph_replay(timed_call, settings.rep_ms).median_ms
         except Exception as exc:
             notes.append(f"CUDA-graph replay failed: {describe(exc)}")
-    result.timing_notes = "; ".join(notes)
+    result.timing_notes = "; ".join(filter(None, [result.timing_notes, *notes]))

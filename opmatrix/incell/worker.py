@@ -17,7 +17,7 @@ from pathlib import Path
 from opmatrix.core import status
 from opmatrix.core.jobs import Mode, WorkerTask
 from opmatrix.core.result import Result
-from opmatrix.incell import measure, phases, timing_server
+from opmatrix.incell import integrity, measure, phases, timing_server
 from opmatrix.incell.cell_runner import write_result
 from opmatrix.incell.phases import JobFailed, describe
 from opmatrix.incell.plugins import PluginError
@@ -67,12 +67,12 @@ class Worker:
         case = phases.first_call(loaded, built, task)
         result.compile_s = time.perf_counter() - start
         self.phase("correctness")
-        case = phases.check_correctness(loaded, built, case, task, result)
+        phases.check_correctness(loaded, built, case, task, result)
         if not backend.timed(task.device):
             result.timer, result.status = "correctness-only", status.OK
             return
         self.phase("timing")
-        timed_call = phases.prepare_timing(built, case)
+        timed_call = phases.prepare_timing(loaded, built, task, result)
         measure.release_cached(task.device.torch)
         replies = timing_server.serving()
         if replies is None:
@@ -81,6 +81,11 @@ class Worker:
         result.status = status.OK
         write_result(self.result_path, task.attempt, result)  # kept if the worker dies during the rounds
         samples = timing_server.serve(timed_call, task.device, replies)
+        result.timed_checks = timed_call.checks.passed
+        try:
+            timed_call.judge()
+        except integrity.Cheat as cheat:
+            raise JobFailed(cheat.status, cheat.error) from None
         if samples:  # the extra views (graph replay, CUPTI) are chosen by the call's time
             result.median_ms = statistics.median(samples)
             phases.extra_views(timed_call, task, result)

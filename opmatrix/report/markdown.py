@@ -1,13 +1,15 @@
 """report.md: the sections as GitHub Markdown tables (tabulate).
 
-Cells carry text from results (error messages, versions, configurations). A `|` in one would start a new column
-and a newline would end the table, so every cell, header and bullet is made table-safe here, in one place.
+Cells carry text from results (error messages, versions, configurations). A `|` in one would start a new column,
+a newline would end the table and a control character would act on the terminal of whoever `cat`s the file, so
+every cell, header and bullet is made table-safe here, in one place (control characters: opmatrix.core.text).
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from opmatrix.core.text import visible
 from opmatrix.manifest import RunManifest
 from opmatrix.report.sections import sections
 
@@ -15,8 +17,9 @@ _NEWLINES = re.compile(r"\s*[\r\n]+\s*")
 
 
 def inline(text: str) -> str:
-    """One line: newlines (with the indentation around them) become a single space."""
-    return _NEWLINES.sub(" ", text)
+    """One line: newlines (with the indentation around them) become a single space; control characters are
+    written out (core.text.visible)."""
+    return _NEWLINES.sub(" ", visible(text))
 
 
 def cell(value):

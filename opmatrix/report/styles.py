@@ -1,4 +1,5 @@
-"""The one status -> rich style table, shared by the live progress view and the terminal report.
+"""The one status -> rich style table, shared by the live progress view and the terminal report, and the one way
+both put a text from the data into rich markup (`plain`).
 
 Both views colour the same statuses; two tables drifted (the progress view once showed `compiles` red and the
 report cyan), so the colours live here, keyed by the status constants, and nowhere else.
@@ -8,6 +9,7 @@ from __future__ import annotations
 import re
 
 from opmatrix.core import status
+from opmatrix.core.text import visible
 
 STATUS_STYLE: dict[str, str] = {
     status.OK: "green",
@@ -31,3 +33,12 @@ def cell_style(text: str) -> str:
     """The style of a report cell that names a status (coverage and correctness columns), else ""."""
     match = _STATUS_CELL.match(text)
     return status_style(match.group(1)) if match else ""
+
+
+def plain(text: str) -> str:
+    """A text from the data (a label, a path, an error a kernel or compiler wrote) as rich markup that prints it as
+    it reads: control characters written out (core.text.visible: an escape sequence would clear the screen or
+    retitle the terminal), then `[` escaped (`tilelang[tuned]`, `[/red]` are text, not markup)."""
+    from rich.markup import escape
+
+    return escape(visible(str(text)))

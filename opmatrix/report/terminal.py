@@ -3,14 +3,13 @@
 rich reads `[...]` in a string as markup: `tilelang[tuned]` would lose its variant, and an error text such as
 `[/usr/local/cuda/include/x.h]` or `[/red]` would raise MarkupError after the whole run had finished. So every
 string from the data (labels, versions, errors, even our own notes, which mention `[run]`) is escaped here, and
-styles are applied only around escaped text.
+styles are applied only around escaped text. Control characters (an escape sequence in an error text would
+clear the screen or retitle the terminal) are written out too (styles.plain).
 """
 from __future__ import annotations
 
-from rich.markup import escape
-
 from opmatrix.report.sections import COMPILE_TITLE, sections
-from opmatrix.report.styles import cell_style
+from opmatrix.report.styles import cell_style, plain
 
 LOG_WIDTH = 400  # a log or a pipe has no width to fit: 80 columns would fold every table into a column of shards
 
@@ -25,7 +24,7 @@ def styled(value) -> str:
     """A table cell as safe markup: the text escaped, coloured when it names a status."""
     text = str(value)
     style = cell_style(text)
-    return f"[{style}]{escape(text)}[/]" if style else escape(text)
+    return f"[{style}]{plain(text)}[/]" if style else plain(text)
 
 
 def print_terminal(df, console=None, verdicts=None) -> None:
@@ -37,13 +36,13 @@ def print_terminal(df, console=None, verdicts=None) -> None:
     for sec in sections(df, verdicts):
         if sec.title == COMPILE_TITLE or not sec.rows:
             continue
-        table = Table(title=escape(sec.title))
+        table = Table(title=plain(sec.title))
         for header in sec.headers:
-            table.add_column(escape(str(header)), overflow="fold")
+            table.add_column(plain(str(header)), overflow="fold")
         for row in sec.rows:
             table.add_row(*[styled(v) for v in row])
         console.print(table)
         if sec.note:  # below the table, not as its caption: a caption folds to the width of a narrow table
-            console.print(f"[dim]{escape(sec.note)}[/]", soft_wrap=not console.is_terminal)
+            console.print(f"[dim]{plain(sec.note)}[/]", soft_wrap=not console.is_terminal)
         for e in sec.extra:
-            console.print(escape(e))
+            console.print(plain(e))

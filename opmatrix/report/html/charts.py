@@ -14,6 +14,7 @@ import io
 import math
 import re
 
+from opmatrix.core.text import visible
 from opmatrix.report.table import present
 
 RC = {"svg.fonttype": "none", "text.parse_math": False, "font.size": 9, "axes.titlesize": 10,
@@ -37,7 +38,7 @@ def to_svg(fig, salt: str) -> str:
     with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = buf.getvalue()
-    svg = _own_ids(text[text.index("<svg"):], salt)
+    svg = _own_ids(visible(text[text.index("<svg"):]), salt)  # a label's control character: invalid XML
     return svg.replace("<svg ", f'<svg role="img" data-chart="{html.escape(salt, quote=True)}" ', 1)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 
 from opmatrix.core import status
+from opmatrix.core.text import visible
 from opmatrix.report.styles import STATUS_STYLE, cell_style
 from opmatrix.report.table import Section
 
@@ -48,8 +49,9 @@ CSS += "".join(f".st-{name} {{ background: {colour}; }}\n" for name, colour in B
 
 
 def esc(value) -> str:
-    """Text from results as HTML text: `<script>` shows as `<script>`, quotes are safe inside attributes."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text from results as HTML text: `<script>` shows as `<script>`, quotes are safe inside attributes, a
+    control character (invalid in HTML) as its escape (core.text.visible)."""
+    return html.escape(visible("" if value is None else str(value)), quote=True)
 
 
 def status_class(text: str) -> str:

@@ -1,0 +1,100 @@
+"""The adversarial suite: contestants that try to win by doing less work than they claim, in one CPU cell beside
+the honest baseline and an honest contestant, run as a user runs a matrix (`opmatrix run M --no-ray`). Every one
+must end as a failed row (`mismatch` or `suspect`, never `ok`), the verdict must never adopt it, and the honest rows
+must be timed with their checks passed. Each test prints what caught the contestant.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from opmatrix import paths
+from tests.adversarial import adversaries
+from tests.faults.harness import opmatrix, rows, unique_run_id
+
+pytestmark = pytest.mark.integration
+
+MATRIX = """
+name = "adversarial"
+backends = {backends}
+[run]
+timeout_s = 90
+trials = 3
+warmup_ms = 0
+rep_ms = 5
+rounds = 10
+max_rounds = 10
+burst_ms = 3
+burst_warmup_ms = 0
+kernels_dir = "kernels"
+backends_dir = "backends"
+[[device]]
+id = "cpu"
+vendor = "cpu"
+arch = "auto"
+[[toolchain]]
+name = "host"
+system = true
+[[kernel]]
+name = "gemm_relu"
+workloads = {{ cpu = ["square_384"] }}
+dtypes = {{ cpu = ["float32"] }}
+"""
+
+
+@pytest.fixture(scope="module")
+def run():
+    root = Path(tempfile.mkdtemp(prefix="opmatrix-adversarial-"))
+    backends = adversaries.write_tree(root)
+    (root / "m.toml").write_text(textwrap.dedent(MATRIX.format(backends=json.dumps(backends))))
+    run_id = unique_run_id("adversarial")
+    try:
+        out = opmatrix("run", root / "m.toml", "--no-ray", "--run-id", run_id, "--reports", root / "reports",
+                       timeout=600)
+        folder = root / "reports" / run_id
+        verdicts_path = folder / "verdicts.json"
+        verdicts = json.loads(verdicts_path.read_text()) if verdicts_path.is_file() else []
+        yield out, {r["backend"]: r for r in rows(folder)}, verdicts
+    finally:
+        shutil.rmtree(paths.SCRATCH / run_id, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_run_completes_with_a_row_per_contestant(run):
+    out, by_backend, verdicts = run
+    assert out.returncode in (0, 1), out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert set(by_backend) == {"torch", "honest", *adversaries.ADVERSARIES}
+    assert verdicts, "the run wrote no verdicts.json"
+
+
+@pytest.mark.parametrize("backend", list(adversaries.ADVERSARIES))
+def test_every_adversary_is_caught_and_never_adopted(run, backend):
+    _, by_backend, verdicts = run
+    row = by_backend[backend]
+    caught_by = adversaries.ADVERSARIES[backend][1]
+    print(f"\n{backend}: {row['status']} in phase {row['phase']}: {row['error'][:300]}")
+    assert row["status"] in caught_by, (row["status"], row["phase"], row["error"][:500])
+    assert row["status"] != "ok"
+    for verdict in verdicts:
+        assert verdict["choice"] != backend, verdict
+        assert backend not in [c["label"] for c in verdict["candidates"] if c["correct_everywhere"]], verdict
+
+
+def test_the_honest_contestants_are_timed_with_every_check_passed(run):
+    _, by_backend, verdicts = run
+    for backend in ("torch", "honest"):
+        row = by_backend[backend]
+        print(f"\n{backend}: {row['status']}, {row['rounds']} rounds, {row['timed_checks']} checked timed calls over "
+              f"{row['input_sets']} input sets, {row['roofline_pct'] and round(row['roofline_pct'])} % of roofline")
+        assert row["status"] == "ok", row["error"][:500]
+        assert row["input_sets"] == 2 and row["timed_checks"] >= 2 * row["rounds"], row
+        assert row["roofline_pct"] is not None and row["roofline_pct"] < 200
+    (verdict,) = verdicts
+    assert verdict["verdict"] in ("keep framework", "inconclusive"), verdict  # two honest copies of one kernel
