@@ -283,7 +283,8 @@ def _subcommand(sub, name: str, summary: str, example: str, func):
 MATRIX_HELP = ("matrix file: a path, one from the project root (matrix/h200.toml), or a name in matrix/ "
                "(default: matrix/default.toml)")
 EXIT_CODES = ("exit codes: 0 done; 1 a row failed (run --fail-on); 2 bad input (matrix, arguments, a locked or "
-              "unknown run); 130 / 143 interrupted by SIGINT / SIGTERM (continue with --resume)")
+              "unknown run); 3 the disk filled during a run (the rows before it kept; free space, then --resume); "
+              "130 / 143 interrupted by SIGINT / SIGTERM (continue with --resume)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -397,13 +398,16 @@ def main(argv: list[str] | None = None) -> int:
     from opmatrix.matrix import MatrixError
     from opmatrix.run import Interrupted, RunExists
     from opmatrix.scheduling.dispatch import SchedulerError
-    from opmatrix.store import RunLocked, StoreError
+    from opmatrix.store import DiskFull, RunLocked, StoreError
 
     args = parser().parse_args(argv)
     try:
         return args.func(args)
     except Interrupted as exc:
         print(f"opmatrix: {exc}; continue with --resume", file=sys.stderr)
+        return exc.code
+    except DiskFull as exc:
+        print(f"opmatrix: {exc}", file=sys.stderr)
         return exc.code
     except (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists, RunLocked, StoreError,
             SchedulerError, paths.BadRunId) as exc:

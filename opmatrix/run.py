@@ -24,9 +24,10 @@ from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
 from opmatrix.scheduling.dispatch import SchedulerError
-from opmatrix.store import (COMPARISON, MANIFEST, REPORT_HTML, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, ResultStore,
-                            StoreError, known_runs)
+from opmatrix.store import (COMPARISON, MANIFEST, REPORT_HTML, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, DiskFull,
+                            ResultStore, StoreError, known_runs)
 
+DISK_FULL = "disk full"  # run.json's `interrupted` of a session stopped by a full disk (store.DiskFull)
 SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
 # OPMATRIX_HTML=0: `run` and `report` write no report.html / comparison.html (each costs a matplotlib import and
 # a second or two of charts); the Markdown, JSON and JUnit outputs are unchanged. The test suite sets it, except
@@ -79,7 +80,10 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     """Run a matrix file. scheduler: a RayScheduler (default: embedded local Ray) or a LocalScheduler.
     resume: continue the run folder `run_id`, running only the jobs it has no row for (or a row to redo).
     deadline_s: start no job after this many seconds; what is left is for a later --resume.
-    Raises Interrupted (after writing the report) when stopped by SIGINT / SIGTERM."""
+    Raises Interrupted (after writing the report) when stopped by SIGINT / SIGTERM, DiskFull when the reports
+    folder's disk filled (the rows before it kept, no partial row left; the report written if there is room).
+    A run writes its rows within a reserve of space it gives back at the end (store.RESERVE), so that run.json and
+    the report still fit once the disk has filled."""
     from rich.console import Console
 
     console = console or Console()
@@ -107,6 +111,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
                           sources_changed=edited_since_last_session(previous, manifest, console))
         manifest.sessions.append(session)
         interrupted = None
+        store.reserve()
         try:
             with as_interrupts():
                 _schedule(scheduler or _default_scheduler(), plans, matrix, store, manifest, session, console)
@@ -118,10 +123,24 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
             interrupted = exc
             session.interrupted = exc.signal
             console.print(f"{exc}: no new job started, running jobs ended; what finished is stored", highlight=False)
+        except DiskFull as exc:
+            interrupted = exc
+            session.interrupted = DISK_FULL
+            console.print(f"{exc}; running jobs ended", highlight=False, markup=False, soft_wrap=True)
+        finally:
+            store.release()  # the reserve, given back: room for run.json and the report
         session.finished_at = manifest.finished_at = _now()
         manifest.cells_wall_s = round(sum(s.cells_wall_s or 0 for s in manifest.sessions), 3)
-        store.write_manifest(manifest)
-        folder = finish(store, console)
+        try:
+            store.write_manifest(manifest)
+            folder = finish(store, console)
+        except OSError as exc:
+            if not isinstance(interrupted, DiskFull):
+                raise
+            console.print(f"the report was not written ({exc.strerror or exc}): free space, then `opmatrix report "
+                          f"{run_id}` writes it (or --resume continues the run)", highlight=False, markup=False,
+                          soft_wrap=True)
+            folder = store.run_dir
     if interrupted is not None:
         raise interrupted
     return folder

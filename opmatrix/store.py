@@ -8,6 +8,7 @@ row; a damaged line is skipped and reported with its file and line number, never
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import dataclasses
@@ -31,6 +32,9 @@ VERDICTS_JSON = "verdicts.json"  # written beside report.md by a run timed in ro
 LOCK = ".lock"
 SKIPPED = "skipped.txt"  # the lines of results.jsonl that are not valid rows, as the last report found them
 WRITE_PROBE_BYTES = 64 * 1024  # room for a few rows: what check_writable proves the run folder still has
+RESERVE = ".space-reserve"  # held during a run, given back when the disk fills: room for run.json and the report
+RESERVE_BYTES = 512 * 1024
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class RunLocked(Exception):
@@ -39,6 +43,17 @@ class RunLocked(Exception):
 
 class StoreError(Exception):
     """A run folder that cannot be read or written as asked (the message names it and the fix)."""
+
+
+class DiskFull(Exception):
+    """The disk of the run folder filled while a row was written: the row was taken back whole (no partial line is
+    left), the rows before it are kept. `code` is the exit status of a run stopped by it."""
+
+    code = 3
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        super().__init__(f"the disk of {path} is full ({exc.strerror or exc}): the run stopped; the rows stored "
+                         "before it are kept. Free space there and continue with --resume")
 
 
 @dataclass
@@ -95,17 +110,46 @@ class ResultStore:
 
     def append(self, result: Result) -> None:
         """Durable before it returns: a crash after this loses nothing already stored. A line that an earlier crash
-        left unfinished is closed first, so it stays one skipped line instead of swallowing this row."""
+        left unfinished is closed first, so it stays one skipped line instead of swallowing this row. A write that
+        fails (the disk filled) is taken back to the file's previous end: the row is stored whole or not at all;
+        DiskFull (no space) or StoreError (any other failure) says so."""
         data = (result.to_json() + "\n").encode()
-        with open(self.jsonl, "a+b") as fh:
-            end = fh.seek(0, os.SEEK_END)
-            if end:
-                fh.seek(end - 1)
-                if fh.read(1) != b"\n":
-                    data = b"\n" + data
-            fh.write(data)  # appended at the end whatever the read position (O_APPEND)
-            fh.flush()
-            os.fsync(fh.fileno())
+        fd = os.open(self.jsonl, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # unbuffered: nothing written later
+        try:
+            end = os.fstat(fd).st_size
+            if end and os.pread(fd, 1, end - 1) != b"\n":
+                data = b"\n" + data
+            try:
+                written = 0
+                while written < len(data):  # appended at the end (O_APPEND), however the writes are split
+                    written += os.write(fd, data[written:])
+                os.fsync(fd)
+            except OSError as exc:
+                _take_back(fd, end)
+                if exc.errno in NO_SPACE:
+                    raise DiskFull(self.jsonl, exc) from None
+                raise StoreError(f"cannot write a row to {self.jsonl}: {exc.strerror or exc}; the rows before it "
+                                 "are kept: fix it and continue with --resume") from None
+        finally:
+            os.close(fd)
+
+    def reserve(self) -> None:
+        """Hold RESERVE_BYTES in the run folder for as long as the run writes rows: when the disk fills, release()
+        gives them back, so that run.json and the report can still be written. Best effort: a folder without that
+        much room was refused by check_writable already, or runs without a reserve."""
+        path = self.run_dir / RESERVE
+        try:
+            with open(path, "wb") as fh:
+                fh.write(bytes(RESERVE_BYTES))
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            (self.run_dir / RESERVE).unlink(missing_ok=True)
 
     def load(self) -> Loaded:
         return read_jsonl(self.jsonl)
@@ -232,6 +276,14 @@ def _baseline(manifest: RunManifest | None) -> str:
 def _cannot_write(folder: Path, exc: OSError) -> str:
     return (f"cannot write the run folder {folder}: {exc.strerror or exc}; nothing was run. Free space there, make it "
             "writable, or choose another --reports folder")
+
+
+def _take_back(fd: int, end: int) -> None:
+    """Cut the file back to `end` after a failed append: a half-written row must not stay behind (a later report
+    --strict would refuse the run for it)."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, end)
+        os.fsync(fd)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

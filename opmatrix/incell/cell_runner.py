@@ -40,6 +40,10 @@ NOW_PREFIX = "OPMATRIX-NOW "  # what the cell is doing between two rows (a group
 STAGE_PREFIX = "OPMATRIX-STAGE "
 ENV_PASSED_ON = ("PATH", "VIRTUAL_ENV", "PYTHONPATH")  # with the toolchain's own [toolchain] env
 PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls), in one process
+# A row keeps at most this many timing samples (a fast kernel's rounds reach 100,000 calls, 0.8 MB of JSON): every
+# k-th in time order, the first and the last included (kept_samples). Its median and p10/p90 are computed from all
+# of them before, and `reps` is how many there were.
+SAMPLES_KEPT = 4096
 FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton")
 
 
@@ -392,8 +396,18 @@ class CellRunner:
         """Stamp the row with the job's identity and the cell's facts, then derive its metrics."""
         facts = {key: str((self.rival_facts if job.rival else self.facts).get(key, "")) for key in FACT_FIELDS}
         identity = dict(self.plan.identity(job), arch=self.device.arch)  # 'auto' resolved on this host
-        stamped = dataclasses.replace(result, **identity, **facts, started_at=started, duration_s=elapsed)
+        stamped = dataclasses.replace(result, **identity, **facts, started_at=started, duration_s=elapsed,
+                                      samples_ms=kept_samples(result.samples_ms), reps=result.reps or
+                                      len(result.samples_ms))
         return metrics.derive(stamped, self.ceilings)
+
+
+def kept_samples(samples: list[float], most: int = SAMPLES_KEPT) -> list[float]:
+    """At most `most` of a row's samples, evenly spaced in time order (the first and the last always kept)."""
+    if len(samples) <= most:
+        return list(samples)
+    step = (len(samples) - 1) / (most - 1)
+    return [samples[round(i * step)] for i in range(most)]
 
 
 def run_cell(plan: CellPlan, on_now: Callable[[str], None] | None = None,
