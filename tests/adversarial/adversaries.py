@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 GEMM_SPEC = '''
-WORKLOADS = {"square_384": {"M": 384, "N": 384, "K": 384}}
+WORKLOADS = {"square_384": {"M": 384, "N": 384, "K": 384}, "square_4096": {"M": 4096, "N": 4096, "K": 4096}}
 
 def describe(w): return f"{w['M']}x{w['N']}x{w['K']}"
 def flops(w): return 2.0 * w["M"] * w["N"] * w["K"]
@@ -22,11 +22,12 @@ def tolerance(dtype): return 1e-4
 def make_inputs(w, dtype, device, seed):
     import torch
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(w["M"], w["K"], generator=g), torch.randn(w["K"], w["N"], generator=g))
+    a, b = torch.randn(w["M"], w["K"], generator=g), torch.randn(w["K"], w["N"], generator=g)
+    return a.to(device), b.to(device)
 
 def make_output(w, dtype, device):
     import torch
-    return torch.empty(w["M"], w["N"])
+    return torch.empty(w["M"], w["N"], device=device)
 
 def reference(inputs, w):
     import torch
@@ -151,6 +152,34 @@ ADVERSARIES = {
 }
 
 
+# GPU only: launches its work on a stream of its own and returns without waiting (the timer's events, recorded on
+# the current stream, see nothing of it)
+SIDE_STREAM = ("""
+    side = []
+    def build(w, dtype, device, variant):
+        def fn(a, b, out):
+            if not side:
+                side.append(torch.cuda.Stream())
+            side[0].wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side[0]):
+                torch.matmul(a, b, out=out)
+                out.relu_()
+        return fn
+    """, {"mismatch", "suspect"})
+
+
+# GPU only: patches the event timer every GPU timer reads (do_bench's, the checked calls'): 20 times less
+PATCHED_EVENTS = ("""
+    def build(w, dtype, device, variant):
+        real = torch.cuda.Event.elapsed_time
+        torch.cuda.Event.elapsed_time = lambda start, end: real(start, end) / 20
+        def fn(a, b, out):
+            torch.matmul(a, b, out=out)
+            out.relu_()
+        return fn
+    """, {"suspect"})
+
+
 def impl(body: str) -> str:
     return "import torch\n" + textwrap.dedent(body).strip() + "\n"
 
@@ -168,14 +197,14 @@ def available():
 '''
 
 
-def write_tree(root: Path) -> list[str]:
+def write_tree(root: Path, adversaries: dict = ADVERSARIES) -> list[str]:
     """root/kernels/gemm_relu/{spec.py, <backend>.py...} and root/backends/<backend>.py; the backends, baseline
     first."""
     folder = root / "kernels" / "gemm_relu"
     folder.mkdir(parents=True)
     (root / "backends").mkdir()
     (folder / "spec.py").write_text(GEMM_SPEC)
-    impls = {"torch": honest(), "honest": honest(), **{b: impl(code) for b, (code, _) in ADVERSARIES.items()}}
+    impls = {"torch": honest(), "honest": honest(), **{b: impl(code) for b, (code, _) in adversaries.items()}}
     for backend, code in impls.items():
         (folder / f"{backend.replace('-', '_')}.py").write_text(code)
         (root / "backends" / f"{backend.replace('-', '_')}.py").write_text(ADAPTER)

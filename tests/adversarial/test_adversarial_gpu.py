@@ -1,0 +1,94 @@
+"""The adversarial suite on a CUDA device: every CPU trap, plus a contestant that launches its work on a side
+stream, in one GPU cell beside the honest baseline (`opmatrix run --no-ray`). Skipped on a host without a CUDA
+device: the GPU issue runs it on a lent H200."""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from opmatrix import paths
+from tests.adversarial import adversaries
+from tests.faults.harness import opmatrix, rows, unique_run_id
+
+
+def _no_cuda() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    return "" if torch.cuda.is_available() else f"torch {torch.__version__} sees no CUDA device"
+
+
+WHY_NOT = _no_cuda()
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(WHY_NOT), reason=WHY_NOT or "a CUDA device")]
+GPU_ADVERSARIES = {**adversaries.ADVERSARIES, "patched-timer": adversaries.PATCHED_EVENTS,
+                   "side-stream": adversaries.SIDE_STREAM}
+
+MATRIX = """
+name = "adversarial-gpu"
+backends = {backends}
+[run]
+timeout_s = 180
+warmup_ms = 0
+rep_ms = 20
+rounds = 10
+max_rounds = 10
+burst_ms = 20
+burst_warmup_ms = 2
+cuda_graph_below_ms = 0
+compile_only = false
+kernels_dir = "kernels"
+backends_dir = "backends"
+[[device]]
+id = "gpu"
+vendor = "nvidia"
+arch = "auto"
+[[toolchain]]
+name = "host"
+system = true
+[[kernel]]
+name = "gemm_relu"
+workloads = {{ nvidia = ["square_4096"] }}
+dtypes = {{ nvidia = ["float32"] }}
+"""
+
+
+@pytest.fixture(scope="module")
+def run():
+    root = Path(tempfile.mkdtemp(prefix="opmatrix-adversarial-gpu-"))
+    backends = adversaries.write_tree(root, GPU_ADVERSARIES)
+    (root / "m.toml").write_text(textwrap.dedent(MATRIX.format(backends=json.dumps(backends))))
+    run_id = unique_run_id("adversarial-gpu")
+    try:
+        out = opmatrix("run", root / "m.toml", "--no-ray", "--run-id", run_id, "--reports", root / "reports",
+                       timeout=900)
+        folder = root / "reports" / run_id
+        verdicts_path = folder / "verdicts.json"
+        yield out, {r["backend"]: r for r in rows(folder)}, (json.loads(verdicts_path.read_text())
+                                                              if verdicts_path.is_file() else [])
+    finally:
+        shutil.rmtree(paths.SCRATCH / run_id, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("backend", list(GPU_ADVERSARIES))
+def test_every_adversary_is_caught_on_the_gpu_and_never_adopted(run, backend):
+    out, by_backend, verdicts = run
+    assert out.returncode in (0, 1), out.stderr[-3000:]
+    row = by_backend[backend]
+    print(f"\n{backend}: {row['status']} in phase {row['phase']}: {row['error'][:300]}")
+    assert row["status"] in GPU_ADVERSARIES[backend][1], (row["status"], row["error"][:500])
+    assert all(v["choice"] != backend for v in verdicts)
+
+
+def test_the_honest_rows_on_the_gpu_pass_every_check(run):
+    _, by_backend, _ = run
+    for backend in ("torch", "honest"):
+        row = by_backend[backend]
+        assert row["status"] == "ok", row["error"][:500]
+        assert row["input_sets"] == 2 and row["timed_checks"] >= 2 * row["rounds"]
