@@ -4,9 +4,10 @@ types a plugin file hands back.
 Plain modules, like asv benchmarks: `kernels/<op>/spec.py`, `kernels/<op>/<backend>.py`, `backends/<backend>.py`.
 Where they come from (`Registry`, `discover`): the ones shipped in the package (opmatrix/builtin/), those other
 installed packages register through the entry point groups `opmatrix.kernels` and `opmatrix.backends`, and the
-project's own kernels/ and backends/, which add to them or override them by name (the project's wins). Each is checked against its contract (opmatrix.incell.contract) as it is loaded, so a wrong signature or an
-unknown constant is a PluginError naming the file and the fix before anything is built. Plugin files import what
-they need from `opmatrix.kit`, which re-exports `Built`, `Compiled`, `Unsupported`, `Unavailable` and `require`.
+project's own kernels/ and backends/, which add to them or override them by name (the project's wins). Each is
+checked against its contract (opmatrix.incell.contract) as it is loaded, so a wrong signature or an unknown constant
+is a PluginError naming the file and the fix before anything is built. Plugin files import what they need from
+`opmatrix.kit`, which re-exports `Built`, `Compiled`, `Unsupported`, `Unavailable` and `require`.
 Stdlib only: this runs inside cell environments too.
 """
 from __future__ import annotations
