@@ -270,7 +270,7 @@ def test_the_a_a_floor_is_the_baselines_over_all_its_rounds_not_a_contestant_tha
     df = stats.add_paired_columns(add_speedup(frame(left), "torch"))
     slow = df[df.backend == "slow"].iloc[0]
     base = df[df.backend == "torch"].iloc[0]
-    assert slow.aa_hi - slow.aa_lo > 2 * (base.aa_hi - base.aa_lo)  # few rounds: a wide A/A interval
+    assert slow.aa_hi - slow.aa_lo > 1.5 * (base.aa_hi - base.aa_lo)  # few rounds: a wide A/A interval
     v = verdict_of(left)
     floor = max(df[df.backend == "torch"].aa_hi.max() - 1, 1 - df[df.backend == "torch"].aa_lo.min())
     assert v.aa_floor == f"±{100 * floor:.1f}%"

@@ -2,17 +2,21 @@
 
 A row timed in rounds (`pairing = "interleaved"`) carries, aligned by round, its median burst time, the baseline's
 and the baseline A/A twin's. From these alone:
-- speed-up = median over rounds of baseline / row, with a 95 % bootstrap interval (scipy.stats.bootstrap, percentile);
-- p-value: Mann-Whitney U (scipy.stats.mannwhitneyu) of the row's per-round ratios to the baseline against the A/A
-  twin's per-round ratios to the same baseline: both sides are paired, so a power-state drift between rounds
-  cancels (on the raw samples it would swamp a 10 % difference); without a twin, on the raw samples. q-values by
-  Benjamini-Hochberg over every paired row of the run (scipy.stats.false_discovery_control);
-- the A/A noise floor: the twin's ratio to the baseline in the same rounds, its interval's half-width around 1;
+- speed-up = median over rounds of baseline / row, with a 95 % interval that covers the variation within the rounds
+  AND between worker processes, as the run's A/A twins measure it (opmatrix.decide.intervals: order-statistic
+  bounds of the median, widened by a random-effects term estimated from the run's twins; computed for every row of
+  one round count at once);
+- p-value: Mann-Whitney U (scipy.stats.mannwhitneyu, batched over rows) of the row's per-round ratios to the
+  baseline against the A/A twin's per-round ratios to the same baseline: both sides are paired, so a power-state
+  drift between rounds cancels (on the raw samples it would swamp a 10 % difference); without a twin, on the raw
+  samples. q-values by Benjamini-Hochberg over every paired row of the run (scipy.stats.false_discovery_control);
+- the A/A noise floor: the twin's ratio to the baseline in the same rounds, its interval's half-width around 1
+  (the same interval, process term included);
 - with `[run] builds` >= 2, every contestant was built that many times, each build in its own worker, all timed in
   the same rounds: the build, not the round, is then the unit a new run would draw afresh. The speed-up is the
   geometric mean of the builds' median ratios, and its interval the wider of a Student-t interval over those
   medians on the log scale (scipy.stats.ttest_1samp: it includes the variation between builds, which one build's
-  rounds cannot show) and the bootstrap interval over every build's rounds pooled.
+  rounds cannot show) and the interval of every build's rounds pooled.
 Rows without rounds (older runs, correctness-only, failures) get no interval: they are never compared.
 """
 from __future__ import annotations
@@ -22,7 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-CONFIDENCE = 0.95
+from opmatrix.decide import intervals
+from opmatrix.decide.intervals import CONFIDENCE, ProcessTerm
+
 RESAMPLES = 2000
 SEED = 20261130  # fixed: the same stored rows always give the same intervals
 
@@ -61,18 +67,16 @@ def interval_text(estimate: float, lo: float, hi: float) -> str:
     return f"{ratio_text(estimate)}x [{ratio_text(lo)}, {ratio_text(hi)}]"
 
 
-def median_interval(ratios, confidence: float = CONFIDENCE) -> Interval | None:
-    """Median of per-round ratios with a bootstrap interval; None with fewer than 3 rounds."""
-    values = np.asarray([r for r in ratios if r > 0 and math.isfinite(r)], dtype=float)
-    if len(values) < 3:
-        return None
-    estimate = float(np.median(values))
-    if np.ptp(values) == 0:
-        return Interval(estimate, estimate, estimate, len(values))
-    res = _scipy().bootstrap((values,), np.median, confidence_level=confidence, n_resamples=RESAMPLES,
-                          method="percentile", random_state=np.random.default_rng(SEED))
-    lo, hi = res.confidence_interval
-    return Interval(estimate, float(lo), float(hi), len(values))
+def median_interval(ratios, confidence: float = CONFIDENCE, term: ProcessTerm | None = None) -> Interval | None:
+    """Median of per-round ratios with its interval (within the rounds, and between processes where `term` gives
+    the run's A/A measure of it); None with fewer than 3 rounds."""
+    return _intervals(intervals.batch([list(ratios)], confidence), term or ProcessTerm(), confidence)[0]
+
+
+def _intervals(b: intervals.Batch, term: ProcessTerm, confidence: float = CONFIDENCE) -> list[Interval | None]:
+    lo, hi = b.widened(term, confidence)
+    return [None if not n == n else Interval(float(e), float(low), float(high), int(n))
+            for e, low, high, n in zip(b.estimate, lo, hi, b.n)]
 
 
 def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interval | None:
@@ -94,7 +98,8 @@ def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interv
     return Interval(estimate, float(lo), float(hi))
 
 
-def builds_interval(per_build: list[list[float]], confidence: float = CONFIDENCE) -> Interval | None:
+def builds_interval(per_build: list[list[float]], confidence: float = CONFIDENCE,
+                    term: ProcessTerm | None = None) -> Interval | None:
     """An estimate over independent builds, each given by its own per-round values (ratios): the geometric mean of
     the builds' medians, with the wider of (a) the Student-t interval over those medians and (b) the bootstrap
     interval of the median over all builds' rounds pooled. One build: the bootstrap interval of its rounds, as
@@ -103,7 +108,7 @@ def builds_interval(per_build: list[list[float]], confidence: float = CONFIDENCE
     builds = [b for b in builds if b]
     if not builds or any(len(b) < 3 for b in builds):
         return None
-    pooled = median_interval([v for b in builds for v in b], confidence)  # >= 3 values: never None
+    pooled = median_interval([v for b in builds for v in b], confidence, term)  # >= 3 values: never None
     if len(builds) == 1:
         return pooled
     return _widened([float(np.median(b)) for b in builds], pooled, confidence)
@@ -205,38 +210,79 @@ def mann_whitney(samples, baseline_samples) -> float | None:
     return float(_scipy().mannwhitneyu(samples, baseline_samples, alternative="two-sided").pvalue)
 
 
-def add_paired_columns(df):
-    """speedup / speedup_lo / speedup_hi, p_value, q_value, aa (A/A ratio) / aa_lo / aa_hi per row."""
+GROUP_KEYS = ["run_id", "cell", "kernel", "workload", "dtype"]  # rows timed in rounds with one baseline
+
+
+def round_group_key(r) -> tuple:
+    """The rounds a row was timed in: its round_group id, else (older rows) its run, cell, kernel, workload, dtype."""
+    return (r.run_id, r.round_group) if r.round_group else tuple(getattr(r, k) for k in GROUP_KEYS)
+
+
+def twin_rows(rows: list) -> dict[tuple, int]:
+    """Per round group, the index of the row whose A/A twin speaks for it: the baseline's own row (its twin took
+    part in every round), else (a group of a resumed session with no baseline row) its row with the most rounds."""
+    chosen: dict[tuple, int] = {}
+    for i, r in enumerate(rows):
+        if r.status != "ok" or not r.pairing or not len(r.aa_round_ms):
+            continue
+        key, own = round_group_key(r), not len(r.baseline_round_ms)
+        j = chosen.get(key)
+        if j is None or (own, len(r.round_ms)) > (not len(rows[j].baseline_round_ms), len(rows[j].round_ms)):
+            chosen[key] = i
+    return chosen
+
+
+def aa_series(r) -> list[float]:
+    """The twin's per-round ratio to the baseline of the row's rounds (the baseline's own row: to its own times)."""
+    return ratios(r.aa_round_ms, r.baseline_round_ms if len(r.baseline_round_ms) else r.round_ms)
+
+
+def process_terms(rows: list, aa: intervals.Batch, twins: dict[tuple, int]) -> dict[tuple, ProcessTerm]:
+    """(run_id, device) -> the between-process term its round groups' twins measure (opmatrix.decide.intervals)."""
+    by_run: dict[tuple, list[int]] = {}
+    for i in twins.values():
+        if aa.n[i] == aa.n[i]:
+            by_run.setdefault((rows[i].run_id, rows[i].device), []).append(i)
+    se = aa.within_se()
+    return {key: ProcessTerm.from_twins(np.log(aa.estimate[idx]), se[idx], aa.spread[idx])
+            for key, idx in by_run.items()}
+
+
+READS = [*GROUP_KEYS, "device", "round_group", "status", "pairing", "round_ms", "baseline_round_ms", "aa_round_ms",
+         "build_round_ms", "samples_ms"]
+
+
+def add_paired_columns(df, between_processes: bool = True):
+    """speedup / speedup_lo / speedup_hi, p_value, q_value, aa (A/A ratio) / aa_lo / aa_hi per row; every interval
+    computed for all rows of one round count at once. between_processes=False leaves the between-process term out
+    (within the rounds only: what opmatrix calibration compares the default against)."""
     import pandas as pd
 
     df = df.copy()
-    cols = {c: [np.nan] * len(df) for c in ("speedup", "speedup_lo", "speedup_hi", "p_value", "aa", "aa_lo",
-                                             "aa_hi")}
-    group_keys = ["run_id", "cell", "kernel", "workload", "dtype"]
     # only the columns read below: itertuples over every column of a run costs more than the statistics
-    rows = list(df[[*group_keys, "status", "pairing", "round_ms", "baseline_round_ms", "aa_round_ms",
-                    "build_round_ms", "samples_ms"]].itertuples(index=False))
-    baselines = {tuple(getattr(r, k) for k in group_keys): r  # the baseline: paired with its twin only
-                 for r, twinned in zip(rows, (df.status == "ok") & twinned_baselines(df)) if twinned}
-    for i, r in enumerate(rows):
-        if r.status != "ok" or not r.pairing:
-            continue
-        if len(r.baseline_round_ms):
-            interval = builds_interval(build_ratios(r))
+    rows = list(df[READS].itertuples(index=False))
+    paired = [r.status == "ok" and bool(r.pairing) for r in rows]
+    contest = [i for i, r in enumerate(rows) if paired[i] and len(r.baseline_round_ms)]
+    with_aa = [i for i, r in enumerate(rows) if paired[i] and len(r.aa_round_ms)]
+    aa = batch_at(len(rows), with_aa, [aa_series(rows[i]) for i in with_aa])
+    terms = process_terms(rows, aa, twin_rows(rows)) if between_processes else {}
+    term_of = [terms.get((r.run_id, r.device), ProcessTerm()) for r in rows]
+    cols = {c: np.full(len(rows), np.nan) for c in ("speedup", "speedup_lo", "speedup_hi", "p_value", "aa", "aa_lo",
+                                                    "aa_hi")}
+    own = [ratios(rows[i].round_ms, rows[i].baseline_round_ms) for i in contest]
+    speed = batch_at(len(rows), contest, own)
+    for term in set(term_of):
+        at = np.asarray([t == term for t in term_of])
+        for name, b in (("speedup", speed), ("aa", aa)):
+            lo, hi = b.widened(term)
+            cols[name][at], cols[f"{name}_lo"][at], cols[f"{name}_hi"][at] = b.estimate[at], lo[at], hi[at]
+    for i in contest:
+        if len(rows[i].build_round_ms):  # several builds: the build is the unit (builds_interval)
+            interval = builds_interval(build_ratios(rows[i]), term=term_of[i])
             if interval:
                 cols["speedup"][i], cols["speedup_lo"][i], cols["speedup_hi"][i] = interval.estimate, interval.lo, \
                     interval.hi
-            base = baselines.get(tuple(getattr(r, k) for k in group_keys))
-            if len(r.aa_round_ms):  # the row's per-round ratios against the twin's: drift cancelled on both sides
-                p = mann_whitney(ratios(r.round_ms, r.baseline_round_ms), ratios(r.aa_round_ms, r.baseline_round_ms))
-            else:
-                p = mann_whitney(list(r.samples_ms), list(base.samples_ms)) if base is not None else None
-            cols["p_value"][i] = np.nan if p is None else p
-        reference = r.baseline_round_ms if len(r.baseline_round_ms) else r.round_ms
-        if len(r.aa_round_ms):
-            aa = median_interval(ratios(r.aa_round_ms, reference))
-            if aa:
-                cols["aa"][i], cols["aa_lo"][i], cols["aa_hi"][i] = aa.estimate, aa.lo, aa.hi
+    cols["p_value"] = _p_values(rows, contest, own)
     for name, values in cols.items():
         df[name] = pd.array(values, dtype="float64")
     pvals = df.p_value.notna()
@@ -245,3 +291,36 @@ def add_paired_columns(df):
         df.loc[pvals, "q_value"] = _scipy().false_discovery_control(df.loc[pvals, "p_value"].to_numpy(),
                                                                     method="bh")
     return df
+
+
+def batch_at(size: int, at: list[int], series: list) -> intervals.Batch:
+    """intervals.batch of `series`, placed at rows `at` of a batch of `size` rows (NaN elsewhere)."""
+    b = intervals.batch(series)
+    out = intervals.Batch(*(np.full(size, np.nan) for _ in range(5)))
+    for name in ("estimate", "lo", "hi", "spread", "n"):
+        getattr(out, name)[at] = getattr(b, name)
+    return out
+
+
+def _p_values(rows: list, contest: list[int], own: list[list[float]]) -> np.ndarray:
+    """Mann-Whitney U per contestant: its per-round ratios against its twin's (batched over rows whose two series
+    have the same lengths), else its samples against the baseline's of its rounds."""
+    out = np.full(len(rows), np.nan)
+    baselines = {tuple(getattr(r, k) for k in GROUP_KEYS): r for r in rows
+                 if r.status == "ok" and r.pairing and not len(r.baseline_round_ms) and len(r.round_ms)
+                 and len(r.aa_round_ms)}
+    shapes: dict[tuple[int, int], list[tuple[int, list[float], list[float]]]] = {}
+    for i, mine in zip(contest, own):
+        r = rows[i]
+        if len(r.aa_round_ms):
+            twin = aa_series(r)
+            if len(mine) >= 3 and len(twin) >= 3:
+                shapes.setdefault((len(mine), len(twin)), []).append((i, mine, twin))
+        elif (base := baselines.get(tuple(getattr(r, k) for k in GROUP_KEYS))) is not None:
+            p = mann_whitney(list(r.samples_ms), list(base.samples_ms))
+            out[i] = np.nan if p is None else p
+    for group in shapes.values():
+        x = np.asarray([g[1] for g in group], dtype=float)
+        y = np.asarray([g[2] for g in group], dtype=float)
+        out[[g[0] for g in group]] = _scipy().mannwhitneyu(x, y, alternative="two-sided", axis=1).pvalue
+    return out

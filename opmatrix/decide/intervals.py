@@ -1,0 +1,141 @@
+"""What a speed-up's interval covers, computed for many rows at once.
+
+A row's per-round ratios (baseline / row, or twin / baseline) give two kinds of variation:
+- **within the rounds**: how far the median of these rounds could move if the same processes ran the rounds again.
+  The interval is the distribution-free one for a median, from order statistics (the ranks where a binomial(n, ½)
+  leaves at most 2.5 % on either side: scipy.stats.binom), vectorised over every row with the same round count;
+- **between processes**: an identical second build of the baseline in a worker of its own (the A/A twin) does not
+  read 1.0 even over many rounds: a process's buffer placement, clocks and caches are drawn once per worker and
+  stay for all its rounds. A contestant's ratio carries that draw too, and no resampling of its rounds can show it.
+  The twins of one run measure it: each twin's log offset d from 1 is one draw of the difference of two processes,
+  with the within-rounds variance s² on top, so d² - s² estimates it (the moment estimator of a random-effects
+  model). Two estimates from the run's twins, per device: a term common to every row (`pooled`) and one
+  proportional to the row's own per-round variance (`per_spread`: noisy, short calls also differ more between
+  processes); a row takes the larger.
+A row's interval is its median times exp(± t · sqrt(s² + τ²)) on the log scale, where t is Student's quantile at
+the Welch-Satterthwaite degrees of freedom (the rounds for s², the number of twins for τ²: a term estimated from
+few twins is uncertain and the interval says so), joined with the within-rounds interval. A run (device) with fewer
+than MIN_TWINS twins gets the within-rounds interval alone: one twin's offset is a single draw that, used as a
+variance with one degree of freedom, makes every interval of the run either blind to it or many times wider
+(opmatrix calibration names the runs without a twin).
+Every raw round is stored, so any run is re-judged by recomputing this; `opmatrix calibration` measures what the
+intervals cover on stored runs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+CONFIDENCE = 0.95
+MIN_ROUNDS = 3  # fewer per-round values: no interval
+MIN_TWINS = 2  # a between-process term from one twin (one draw of d² - s², one degree of freedom) is not used
+
+
+def _scipy():
+    """scipy.stats, imported when first needed (it costs a second)."""
+    from scipy import stats
+
+    return stats
+
+
+def _z(confidence: float) -> float:
+    return float(_scipy().norm.ppf(0.5 + confidence / 2))
+
+
+@dataclass(frozen=True)
+class ProcessTerm:
+    """The between-process variance (of log ratios) that a run's A/A twins show, beyond their rounds' noise."""
+    pooled: float = 0.0  # the same for every row
+    per_spread: float = 0.0  # times a row's per-round log variance
+    twins: int = 0  # how many twins it was estimated from (its degrees of freedom)
+
+    @classmethod
+    def from_twins(cls, offsets, within, spreads) -> ProcessTerm:
+        """From each twin's log offset from 1 (d), the log standard error of its median within the rounds (s) and
+        its per-round log spread: mean(d² - s²), and mean((d² - s²) / spread²) over twins with a spread; never
+        below 0."""
+        d, s, sp = (np.asarray(x, dtype=float) for x in (offsets, within, spreads))
+        if len(d) < MIN_TWINS:
+            return cls()
+        excess = d ** 2 - s ** 2
+        spread = sp > 0
+        per_spread = float(np.mean(excess[spread] / sp[spread] ** 2)) if spread.any() else 0.0
+        return cls(max(0.0, float(np.mean(excess))), max(0.0, per_spread), len(d))
+
+    def variance(self, spreads) -> np.ndarray:
+        return np.maximum(self.pooled, self.per_spread * np.asarray(spreads, dtype=float) ** 2)
+
+
+@dataclass
+class Batch:
+    """Per-row medians of positive per-round values, their within-rounds bounds, log spread and round count (NaN
+    where a row has fewer than MIN_ROUNDS values)."""
+    estimate: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    spread: np.ndarray  # normal-consistent median absolute deviation of the log values
+    n: np.ndarray
+
+    def within_se(self, confidence: float = CONFIDENCE) -> np.ndarray:
+        """The log standard error the within-rounds bounds stand for."""
+        return (np.log(self.hi) - np.log(self.lo)) / (2 * _z(confidence))
+
+    def widened(self, term: ProcessTerm, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) with the between-process term added (module docstring)."""
+        s2 = self.within_se(confidence) ** 2
+        t2 = term.variance(self.spread) if term.twins else np.zeros_like(s2)
+        total = s2 + t2
+        dof_within = np.maximum(self.n - 1, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dof = total ** 2 / (s2 ** 2 / dof_within + (t2 ** 2 / term.twins if term.twins else 0.0))
+        dof = np.where(np.isfinite(dof) & (dof > 0), dof, dof_within)
+        reach = _scipy().t.ppf(0.5 + confidence / 2, np.maximum(dof, 1.0)) * np.sqrt(total)
+        reach = np.where(t2 > 0, reach, 0.0)  # no process term: the distribution-free bounds as they are
+        return np.fmin(self.lo, self.estimate * np.exp(-reach)), np.fmax(self.hi, self.estimate * np.exp(reach))
+
+
+def positive(values) -> list[float]:
+    return [v for v in values if v > 0 and math.isfinite(v)]
+
+
+def batch(series: list, confidence: float = CONFIDENCE) -> Batch:
+    """Batch over rows given as lists of per-round values (non-positive and non-finite values left out); rows of
+    one round count are computed together as one array."""
+    cleaned = [positive(s) for s in series]
+    out = Batch(*(np.full(len(cleaned), np.nan) for _ in range(5)))
+    by_length: dict[int, list[int]] = {}
+    for i, values in enumerate(cleaned):
+        if len(values) >= MIN_ROUNDS:
+            by_length.setdefault(len(values), []).append(i)
+    for n, rows in by_length.items():
+        values = np.sort(np.asarray([cleaned[i] for i in rows], dtype=float), axis=1)
+        estimate, lo, hi = _median_bounds(values, confidence)
+        spread = _scipy().median_abs_deviation(np.log(values), axis=1, scale="normal")
+        out.estimate[rows], out.lo[rows], out.hi[rows], out.spread[rows], out.n[rows] = estimate, lo, hi, spread, n
+    return out
+
+
+def _median_bounds(sorted_values: np.ndarray, confidence: float):
+    """Median and its distribution-free interval of each row of a sorted (rows, n) array: the order statistics
+    x_(j) and x_(n-j+1), j the largest rank whose interval still covers `confidence` (binomial(n, ½)), interpolated
+    towards x_(j+1) and x_(n-j) by Hettmansperger and Sheather (1986) so that it covers `confidence`, not the
+    next attainable level above it."""
+    n = sorted_values.shape[1]
+    binom = _scipy().binom
+
+    def covered(j: int) -> float:  # P(x_(j) <= median <= x_(n-j+1))
+        return 1.0 - 2.0 * float(binom.cdf(j - 1, n, 0.5))
+
+    j = 1
+    while j + 1 <= n // 2 and covered(j + 1) >= confidence:
+        j += 1
+    x = sorted_values
+    lo, hi = x[:, j - 1], x[:, n - j]
+    if j + 1 <= (n + 1) // 2 and covered(j) > confidence > covered(j + 1):
+        share = (covered(j) - confidence) / (covered(j) - covered(j + 1))
+        weight = (n - j) * share / (j + (n - 2 * j) * share)
+        lo = (1 - weight) * lo + weight * x[:, j]
+        hi = (1 - weight) * hi + weight * x[:, n - j - 1]
+    return np.median(x, axis=1), lo, hi
