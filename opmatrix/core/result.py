@@ -116,6 +116,9 @@ class Result:
     started_at: str = ""
     duration_s: float | None = None
     schema_version: int = SCHEMA_VERSION
+    # processes this job started that outlived it outside its process group (a `setsid` daemon, say): found by the
+    # cell runner, a child subreaper, and killed; "pid: command line" each (opmatrix.incell.processes.end_escaped)
+    left_running: list[str] = field(default_factory=list)
 
     def key(self) -> JobKey:
         return JobKey(self.cell, self.kernel, self.workload, self.dtype, self.backend, self.variant)

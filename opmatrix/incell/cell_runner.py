@@ -27,7 +27,8 @@ from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask, 
 from opmatrix.core.keys import JobKey
 from opmatrix.core.result import Result
 from opmatrix.incell import plugins, telemetry
-from opmatrix.incell.processes import die_with_parent, run_limited, signal_name, tail, wait_limited
+from opmatrix.incell.processes import (become_subreaper, die_with_parent, end_escaped, run_limited, signal_name, tail,
+                                       wait_limited)
 from opmatrix.incell.rounds import Contestant, Rounds, aligned
 from opmatrix.incell.forkserver import ForkServer
 from opmatrix.incell.servers import Server, ServerGone
@@ -162,6 +163,7 @@ class CellRunner:
         self.on_stage = on_stage or (lambda group, phase: None)  # a group's phase: build, then timing
         self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
+        become_subreaper()  # before any worker: what one leaves running outside its group becomes ours to end
         # first: the probe below and every worker are forked from it (one import of the framework per cell)
         self.forks = ForkServer.start(str(self.scratch), self.scratch / "forkserver.log")
         d = plan.cell.device
@@ -197,6 +199,7 @@ class CellRunner:
         finally:
             if self.forks is not None:
                 self.forks.close()
+            self._escaped("the cell's end")
 
     def run_group(self, jobs: list[JobSpec]) -> Iterator[Result]:
         """Every job of one (kernel, workload, dtype) builds and checks in its own worker; the survivors, the
@@ -254,6 +257,7 @@ class CellRunner:
             yield self._timed_row(base, base, twin)
         if twin is not None:
             twin.server.kill()
+            self._escaped(f"the A/A twin of {group}")  # on no row: the twin has none
 
     def _round_progress(self, group: str, racers: list[Contestant]):
         settings = self.plan.settings
@@ -392,13 +396,23 @@ class CellRunner:
             result = timed(result, c, base, twin, peer, self.plan.cell.toolchain.name)
         return self._finish(c.job, result, c.started_at, c.server.elapsed())
 
+    @staticmethod
+    def _escaped(whose) -> list[str]:
+        """End what the workers that have ended so far left running outside their process groups (they are this
+        subreaper's children now): "pid: command" of each, also said on stderr (the cell's nox.log)."""
+        ended = end_escaped()
+        if ended:
+            print(f"opmatrix cell runner: killed {len(ended)} process(es) left running after {whose}: "
+                  + "; ".join(ended), file=sys.stderr, flush=True)
+        return ended
+
     def _finish(self, job: JobSpec, result: Result, started: str, elapsed: float) -> Result:
         """Stamp the row with the job's identity and the cell's facts, then derive its metrics."""
         facts = {key: str((self.rival_facts if job.rival else self.facts).get(key, "")) for key in FACT_FIELDS}
         identity = dict(self.plan.identity(job), arch=self.device.arch)  # 'auto' resolved on this host
         stamped = dataclasses.replace(result, **identity, **facts, started_at=started, duration_s=elapsed,
                                       samples_ms=kept_samples(result.samples_ms), reps=result.reps or
-                                      len(result.samples_ms))
+                                      len(result.samples_ms), left_running=self._escaped(self.plan.key(job)))
         return metrics.derive(stamped, self.ceilings)
 
 

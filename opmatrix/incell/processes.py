@@ -2,10 +2,14 @@
 
 Every process opmatrix starts for a cell (nox, the cell runner, each worker) asks the kernel to kill it when its
 parent dies (Linux `PR_SET_PDEATHSIG`), so a SIGKILL of `opmatrix run` leaves no cell runner or worker behind.
-Workers run in their own process group so that a timeout also ends the compilers they started. Stdlib only.
+Workers run in their own process group so that a timeout also ends the compilers they started. A process that
+leaves the group (`setsid`, a daemon) would outlive all that: the cell runner is a child subreaper
+(`PR_SET_CHILD_SUBREAPER`), so such a process becomes its child when its parent ends, and `end_escaped` finds the
+children the runner never started, kills them (and their groups) and names them for the job's row. Stdlib only.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -15,6 +19,8 @@ import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+STARTED: set[int] = set()  # the pids popen() started in this process: its own children, never escapees
 TAIL_CHARS = 4000
 
 
@@ -42,7 +48,62 @@ def _child_setup(parent_pid: int, new_group: bool):
 
 def popen(args: list[str], *, new_group: bool = False, **kwargs) -> subprocess.Popen:
     """subprocess.Popen whose child dies with this process (and, with new_group, leads its own process group)."""
-    return subprocess.Popen(args, preexec_fn=_child_setup(os.getpid(), new_group), **kwargs)
+    proc = subprocess.Popen(args, preexec_fn=_child_setup(os.getpid(), new_group), **kwargs)
+    STARTED.add(proc.pid)
+    return proc
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of everything it starts: an orphaned descendant becomes its child
+    instead of init's. False where prctl or the option does not exist."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> dict[int, tuple[str, str]]:
+    """This process's children: pid -> (state letter, command line), from /proc."""
+    me, found = os.getpid(), {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            state, ppid = stat[stat.rindex(")") + 2:].split()[:2]
+            if int(ppid) == me:
+                cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+                found[int(entry.name)] = (state, cmd.strip())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def end_escaped(rounds: int = 20) -> list[str]:
+    """Kill the children of this (subreaper) process that it did not start itself, with their process groups,
+    until none is left (a killed escapee's own children come next); "pid: command line" of each that was running.
+    Escapees that had already ended are only reaped."""
+    ended: list[str] = []
+    own_group = os.getpgid(0)
+    for _ in range(rounds):
+        strays = {pid: found for pid, found in _children().items() if pid not in STARTED}
+        if not strays:
+            break
+        for pid, (state, cmd) in strays.items():
+            if state != "Z":
+                ended.append(f"{pid}: {cmd[:200]}")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    group = os.getpgid(pid)
+                    if group != own_group:
+                        os.killpg(group, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+    return ended
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -108,13 +108,18 @@ HANG = impl("time.sleep(3600)", prelude="import time")
 BROKEN_ADAPTER_IMPORT = "import opmatrix_fault_suite_missing_module  # raises ImportError at import"
 
 
-def plain_impl(crash_once: Path | None = None, gate: Path | None = None, later_gate: Path | None = None) -> str:
+def plain_impl(crash_once: Path | None = None, gate: Path | None = None, later_gate: Path | None = None,
+               escape: bool = False) -> str:
     """The PLAIN_SPEC kernel: sleeps its workload's time per call. Building takes 0.15 s, so a group of jobs
     lasts long enough to be interrupted. crash_once: the first worker ever to run workload w0 creates that file
     and segfaults (a transient crash that --redo crashed runs again). gate: every build waits until that file
     exists (bounded by the job's time limit), so a test decides when the run may go on. later_gate: the same for
-    every build but w0's (the first row lands, then the run waits)."""
+    every build but w0's (the first row lands, then the run waits). escape: every build starts `setsid sleep 600`,
+    a process in a session of its own, which outlives the worker's process group."""
     setup = "time.sleep(0.15)"
+    if escape:
+        setup += ("\nimport subprocess\nsubprocess.Popen(['setsid', 'sleep', '600'], stdin=subprocess.DEVNULL, "
+                  "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
     if gate is not None:
         setup += f"\nwhile not pathlib.Path({str(gate)!r}).exists():\n    time.sleep(0.01)"
     if later_gate is not None:
@@ -167,9 +172,11 @@ dtypes = { cpu = ["float32"] }
 
 
 def plain_matrix(root: Path, crash_once: Path | None = None, gate: Path | None = None,
-                 later_gate: Path | None = None) -> Path:
-    """root/m.toml: the PLAIN_SPEC kernel, one backend (the baseline), three workloads, in the host toolchain."""
-    write_tree(root, {"plain": (PLAIN_SPEC, {"torch": plain_impl(crash_once, gate, later_gate)})},
+                 later_gate: Path | None = None, escape: bool = False, workloads: tuple = ("w0", "w1", "w2")) -> Path:
+    """root/m.toml: the PLAIN_SPEC kernel, one backend (the baseline), three workloads (or those named), in the
+    host toolchain."""
+    write_tree(root, {"plain": (PLAIN_SPEC, {"torch": plain_impl(crash_once, gate, later_gate, escape)})},
                {"torch": adapter("wallclock")})
-    (root / "m.toml").write_text(textwrap.dedent(PLAIN_MATRIX))
+    text = textwrap.dedent(PLAIN_MATRIX).replace('["w0", "w1", "w2"]', "[" + ", ".join(f'"{w}"' for w in workloads) + "]")
+    (root / "m.toml").write_text(text)
     return root / "m.toml"
