@@ -275,3 +275,56 @@ def test_the_a_a_floor_is_the_baselines_over_all_its_rounds_not_a_contestant_tha
     floor = max(df[df.backend == "torch"].aa_hi.max() - 1, 1 - df[df.backend == "torch"].aa_lo.min())
     assert v.aa_floor == f"±{100 * floor:.1f}%"
     assert v.threshold == max(ACCEPT["min_speedup"], 1 + 2 * floor)
+
+
+def exact(speedups: dict[str, float], rounds: int = 12) -> list[Result]:
+    """Rows whose every round gives exactly the stated speed-up (and a twin equal to the baseline): intervals of
+    zero width, so a verdict's bound sits exactly where the test puts it."""
+    drifts = np.exp(np.random.default_rng(0).normal(0, 0.05, rounds))
+    out = []
+    for w in ("w1", "w2"):
+        base = list(drifts)
+        for name, x in {"torch": 1.0, **speedups}.items():
+            out.append(Result(run_id="r", cell="h200.host", device="h200", toolchain="host", kernel="k", workload=w,
+                              dtype="float16", backend=name, status="ok", rel_err=0.0, pairing="interleaved",
+                              rounds=rounds, round_ms=list(drifts / x), samples_ms=list(drifts / x),
+                              baseline_round_ms=[] if name == "torch" else base, aa_round_ms=base,
+                              median_ms=float(np.median(drifts / x))))
+    return out
+
+
+@pytest.mark.parametrize("speedup, expected", [(1.052, INCONCLUSIVE), (1.06, ADOPT)])
+def test_a_lower_bound_within_epsilon_of_the_threshold_is_inconclusive_not_adopted(speedup, expected):
+    from opmatrix.decide.verdicts import EPSILON
+
+    v = verdict_of(exact({"edge": speedup}))
+    assert v.threshold == pytest.approx(1.05) and v.candidates[0].lo == pytest.approx(speedup)
+    assert v.verdict == expected, v.reason
+    if expected == INCONCLUSIVE:
+        assert speedup - v.threshold < EPSILON and f"within {EPSILON:g} of it" in v.reason
+
+
+def test_a_resumed_round_group_takes_its_floor_from_its_own_twin_not_the_baselines():
+    """`late` was timed in a resumed session (round group g2, no baseline row of its own there): its twin, noisy in
+    that session, sets the floor of its rows; the first session's quiet twin would have hidden it."""
+    results = rows({"fast": 1.3}, seed=21, rounds=30, noise=0.002, drift=0.0)
+    rng = np.random.default_rng(5)
+    late = []
+    for r in results:
+        r = dataclasses.replace(r, round_group="g1")
+        late.append(r)
+        if r.backend == "fast":  # the same contestant's rows again, in a session of their own with a noisy twin
+            base = list(np.asarray(r.baseline_round_ms) * np.exp(rng.normal(0, 0.01, 30)))
+            late.append(dataclasses.replace(
+                r, backend="late", round_group="g2", baseline_round_ms=base,
+                round_ms=list(np.asarray(base) / 1.3 * np.exp(rng.normal(0, 0.01, 30))),
+                aa_round_ms=list(np.asarray(base) * 1.04 * np.exp(rng.normal(0, 0.04, 30)))))
+    df = stats.add_paired_columns(add_speedup(frame(late), "torch"))
+    own = df[df.backend == "late"]
+    first = df[df.backend == "torch"]
+    own_floor = max((own.aa_hi - 1).max(), (1 - own.aa_lo).max())
+    first_floor = max((first.aa_hi - 1).max(), (1 - first.aa_lo).max())
+    assert f"{100 * own_floor:.1f}" != f"{100 * first_floor:.1f}" and own_floor > first_floor
+    v = verdict_of(late)
+    assert v.aa_floor == f"±{100 * own_floor:.1f}%"  # not the first session's baseline floor
+    assert v.threshold == pytest.approx(max(1.05, 1 + 2 * own_floor))

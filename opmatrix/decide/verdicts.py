@@ -8,10 +8,12 @@
   clear the same bar against another candidate as against the framework to be worth its extra code.
 - gap: the framework does not run correctly on this device for every target workload: a separate implementation
   is needed (the rows that do cover it are named).
-- inconclusive: a contestant's interval reaches past min_speedup but not clear of the threshold, even after the
-  extra rounds: a worthwhile gain is neither shown nor ruled out.
+- inconclusive: a contestant's interval reaches past min_speedup but its lower bound is not clear of the threshold
+  by more than EPSILON, even after the extra rounds: a worthwhile gain is neither shown nor ruled out (a verdict
+  that would turn on a few tenths of a percent is not one to ship on).
 - not run: no host had the device (compile-only coverage is shown as evidence instead).
-The threshold is max(acceptance.min_speedup, 1 + K_AA x the A/A noise floor of the same rounds).
+The threshold is max(acceptance.min_speedup, 1 + K_AA x the A/A noise floor), the floor read from the A/A twin of
+each round group the verdict's rows were timed in (a resumed session's group has its own twin): the widest.
 """
 from __future__ import annotations
 
@@ -24,11 +26,12 @@ from opmatrix.decide import stats
 from opmatrix.store import labelled
 
 K_AA = 2.0  # the smallest effect a verdict may claim is this many A/A half-widths
+EPSILON = 0.005  # adopt only a lower bound more than this above the threshold (as a speed-up: 0.5 %)
 Q_MAX = 0.05  # Benjamini-Hochberg level
 
 # the columns verdicts read
-READ = ["kernel", "device", "toolchain", "workload", "dtype", "backend", "variant", "status", "rel_err", "timer",
-        "compile_s", "config", "pairing", "round_group", "round_ms", "baseline_round_ms", "build_round_ms", "speedup",
+READ = ["run_id", "cell", "kernel", "device", "toolchain", "workload", "dtype", "backend", "variant", "status", "rel_err", "timer",
+        "compile_s", "config", "pairing", "round_group", "round_ms", "baseline_round_ms", "aa_round_ms", "build_round_ms", "speedup",
         "speedup_lo", "speedup_hi", "aa_lo", "aa_hi"]
 
 KEEP, ADOPT, GAP, INCONCLUSIVE, NOT_RUN = "keep framework", "adopt", "gap", "inconclusive", "not run"
@@ -98,7 +101,7 @@ def _verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_er
     base = baseline_rows(ran, baseline)
     base_ok = {(w, d) for w, d, s in zip(base.workload, base.dtype, base.status) if s == status.OK}
     missing = [f"{w} {d}" for w, d in targets if (w, d) not in base_ok]
-    v.aa_floor, v.threshold = _threshold(base, min_speedup)
+    v.aa_floor, v.threshold = _threshold(ran, min_speedup)
     v.candidates = [_candidate(df, ran, kernel, label, targets, max_rel_err, loc)
                     for label in _labels(ran, base)]
     if missing:
@@ -126,14 +129,17 @@ def _not_run(v: Verdict, g) -> Verdict:
     return v
 
 
-def _threshold(base, min_speedup: float) -> tuple[str, float]:
-    """(the A/A noise floor as text, the smallest speed-up a verdict may claim). The floor is read from the
-    baseline's rows: its twin took part in every round the baseline did, while a contestant that left the extra
-    rounds once decided has an A/A interval over its fewer rounds only (wider, and already in its own interval)."""
-    aa = base.aa_hi.notna()
-    if not aa.any():
+def _threshold(ran, min_speedup: float) -> tuple[str, float]:
+    """(the A/A noise floor as text, the smallest speed-up a verdict may claim). Each round group's floor is read
+    from its own twin (stats.twin_rows: the baseline's row, whose twin took part in every round; a group without
+    one, such as a resumed session's, from its own row with the most rounds), never from another session's; the
+    verdict takes the widest."""
+    rows = list(ran.itertuples(index=False))
+    floors = [max(rows[i].aa_hi - 1, 1 - rows[i].aa_lo) for i in stats.twin_rows(rows).values()
+              if rows[i].aa_hi == rows[i].aa_hi]
+    if not floors:
         return "no A/A twin", min_speedup
-    floor = float(max(base.loc[aa, "aa_hi"].max() - 1, 1 - base.loc[aa, "aa_lo"].min()))
+    floor = float(max(floors))
     return f"±{100 * floor:.1f}%", max(min_speedup, 1 + K_AA * floor)
 
 
@@ -147,9 +153,9 @@ def _gap(v: Verdict, baseline: str, missing: list[str]) -> Verdict:
 
 def _choose(v: Verdict, baseline: str, min_speedup: float, workloads: int) -> None:
     eligible = [c for c in v.candidates if c.correct_everywhere and c.lo is not None]
-    adoptable = [c for c in eligible if c.lo > v.threshold]
+    adoptable = [c for c in eligible if c.lo > v.threshold + EPSILON]
     # Not claimable, yet a worthwhile gain is not ruled out: the interval reaches past min_speedup.
-    open_ = [c for c in eligible if c.lo <= v.threshold and c.hi > min_speedup]
+    open_ = [c for c in eligible if c.lo <= v.threshold + EPSILON and c.hi > min_speedup]
     if adoptable:
         best = max(adoptable, key=lambda c: c.geomean)
         tied = [c for c in adoptable if c.hi >= best.lo or best.geomean / c.geomean < v.threshold]
@@ -163,7 +169,9 @@ def _choose(v: Verdict, baseline: str, min_speedup: float, workloads: int) -> No
     elif open_:
         v.verdict = INCONCLUSIVE
         v.reason = "; ".join(f"{c.label} {c.speedup} reaches past min_speedup {min_speedup:g} but not clear of "
-                             f"the threshold {_bar(v, min_speedup)}" for c in open_)
+                             f"the threshold {_bar(v, min_speedup)}"
+                             + (f" (its lower bound {c.lo:.3f} is within {EPSILON:g} of it)" if c.lo > v.threshold
+                                else "") for c in open_)
     else:
         v.verdict, v.choice = KEEP, baseline
         fastest = max(eligible, key=lambda c: c.geomean, default=None)
