@@ -152,10 +152,14 @@ def triton_compile_for(kernel, dtype: str, constexprs: dict, options: dict, devi
 
 def triton_compile(kernel, signature: dict, constexprs: dict, options: dict, device) -> Compiled:
     """triton_compile_for with the kernel's signature spelt out ({argument: "*fp16" | "fp32" | "i32" |
-    "constexpr"}), for a kernel whose argument names do not follow the _ptr convention (a library's own)."""
+    "constexpr"}), for a kernel whose argument names do not follow the _ptr convention (a library's own). A Gluon
+    kernel (`@gluon.jit`) compiles from its own AST source, the rest as Triton."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+
+    if getattr(kernel, "is_gluon", lambda: False)():
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
 
     if not device.is_gpu:
         raise Unsupported("compile-only builds are for GPUs")
