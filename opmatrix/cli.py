@@ -95,7 +95,7 @@ def _cmd_run(args) -> int:
         scheduler = RayScheduler(args.address, args.num_gpus)
     fail_on = _statuses("--fail-on", args.fail_on)
     folder = run(_matrix_path(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler,
-                 resume=args.resume, redo=redo, deadline_s=args.deadline_s)
+                 resume=args.resume, redo=redo, deadline_s=args.deadline_s, keep_scratch=args.keep_scratch)
     return _failed_exit(folder, fail_on)
 
 
@@ -328,6 +328,8 @@ def _run_parser(sub) -> None:
                    "(default with --resume: lost)")
     r.add_argument("--deadline-s", type=float, help="start no job after this many seconds; the run stays "
                    "resumable (for time-boxed machines)")
+    r.add_argument("--keep-scratch", action="store_true", help="keep the run's whole scratch (.opmatrix/RUN: every "
+                   "job's logs and compile caches) instead of pruning it after the session")
     r.add_argument("--fail-on", default=",".join(status.FAILED), help="exit 1 when a row has one of these "
                    f"statuses (default: {','.join(status.FAILED)})")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from opmatrix import paths, plan, report
 from opmatrix.interrupts import Interrupted, as_interrupts
+from opmatrix.cellenv import scratch
 from opmatrix.decide import effort, stats
 from opmatrix.decide import verdicts as verdict_rules
 from opmatrix.core.jobs import CellPlan, baseline_job
@@ -76,10 +77,12 @@ def _partner(plan: CellPlan, job) -> tuple:
 
 def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str | None = None,
         console=None, scratch_root: Path = paths.SCRATCH, scheduler=None, resume: bool = False,
-        redo: frozenset[str] = frozenset({"lost"}), deadline_s: float | None = None) -> Path:
+        redo: frozenset[str] = frozenset({"lost"}), deadline_s: float | None = None,
+        keep_scratch: bool = False) -> Path:
     """Run a matrix file. scheduler: a RayScheduler (default: embedded local Ray) or a LocalScheduler.
     resume: continue the run folder `run_id`, running only the jobs it has no row for (or a row to redo).
     deadline_s: start no job after this many seconds; what is left is for a later --resume.
+    keep_scratch: leave the run's scratch as it is, instead of pruning it after the session (cellenv.scratch).
     Raises Interrupted (after writing the report) when stopped by SIGINT / SIGTERM, DiskFull when the reports
     folder's disk filled (the rows before it kept, no partial row left; the report written if there is room).
     A run writes its rows within a reserve of space it gives back at the end (store.RESERVE), so that run.json and
@@ -129,6 +132,10 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
             console.print(f"{exc}; running jobs ended", highlight=False, markup=False, soft_wrap=True)
         finally:
             store.release()  # the reserve, given back: room for run.json and the report
+        if not keep_scratch:
+            pruned = scratch.prune(planned, store.results())
+            console.print(scratch.describe(pruned, str(Path(scratch_root) / run_id)), highlight=False, markup=False,
+                          soft_wrap=True)
         session.finished_at = manifest.finished_at = _now()
         manifest.cells_wall_s = round(sum(s.cells_wall_s or 0 for s in manifest.sessions), 3)
         try:

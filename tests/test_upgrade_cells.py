@@ -41,7 +41,7 @@ def upgrade_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("upgrade")
     (root / "upgrade.toml").write_text(MATRIX)
     folder = run(root / "upgrade.toml", reports_dir=root / "reports", run_id="up", scratch_root=root / "scratch",
-                 scheduler=LocalScheduler())
+                 scheduler=LocalScheduler(), keep_scratch=True)  # test_compile_caches_are_the_candidates_own reads them
     return root, folder, pd.read_parquet(folder / "results.parquet")
 
 
