@@ -130,12 +130,26 @@ def _cmd_deployments(args) -> int:
 
     reports = Path(args.reports)
     folders = [run_dir(r, reports) for r in args.runs] or [reports / r for r in known_runs(reports)]
-    rows = deploy.deployments(folders)
+    try:
+        since = deploy.since_time(args.since) if args.since else None
+    except ValueError:
+        raise UsageError(f"--since {args.since!r}: not a date; give an ISO date or date and time, e.g. 2026-11-30 "
+                         "or 2026-11-30T12:00 (UTC)") from None
+    if args.last is not None and args.last < 1:
+        raise UsageError(f"--runs {args.last}: give how many of the latest runs to read, 1 or more")
+    rows = deploy.deployments(folders, kernels=set(_project_plugins().kernels()), since=since, last=args.last)
     if not rows:
         raise UsageError(f"no verdicts in {', '.join(str(f) for f in folders) or reports}: verdicts come from runs "
                          "timed in rounds (opmatrix run writes verdicts.json)")
     print(deploy.to_json(rows) if args.json else deploy.markdown(rows))
     return 0
+
+
+def _project_plugins():
+    """The kernels and backends of the project opmatrix runs in: shipped, installed packages', the project's own."""
+    from opmatrix.incell import plugins
+
+    return plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, paths.KERNELS, paths.BACKENDS)
 
 
 def _cmd_compare(args) -> int:
@@ -356,10 +370,14 @@ def _compare_parser(sub) -> None:
 
 def _deployments_parser(sub) -> None:
     d = _subcommand(sub, "deployments", "the supported-deployments table per kernel: for each device and "
-                    "toolchain, which backend to ship, from the verdicts of stored runs (latest run wins)",
-                    "  opmatrix deployments\n  opmatrix deployments 20261201-h200-paired --json", _cmd_deployments)
+                    "toolchain (the versions its cells imported), which backend to ship, from the verdicts of stored "
+                    "runs (latest run wins; kernels only tests use are left out)",
+                    "  opmatrix deployments\n  opmatrix deployments --since 2026-12-01\n"
+                    "  opmatrix deployments 20261201-h200-paired --json", _cmd_deployments)
     d.add_argument("runs", nargs="*", help="run ids or folders (default: every run under reports/)")
     d.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
+    d.add_argument("--since", help="only runs started at or after this ISO date or time (UTC), e.g. 2026-11-30")
+    d.add_argument("--runs", dest="last", type=int, metavar="N", help="only the latest N runs (after --since)")
     d.add_argument("--json", action="store_true", help="machine-readable output")
 
 

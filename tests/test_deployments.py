@@ -1,17 +1,22 @@
-"""The supported-deployments table from stored verdicts: one line per (kernel, device, toolchain), the latest run
-winning, with the run, date and versions as evidence."""
+"""The supported-deployments table from stored verdicts: one line per (kernel, device, toolchain fingerprint: the
+versions the cell imported), the latest run winning, with the run, date, versions and the matrix labels as
+evidence; --since / --runs choose the runs, and kernels the project does not have (test-only ones) are left out."""
+import datetime
 import json
 
+import pytest
+
+from opmatrix.cli import main
 from opmatrix.core.result import Result
 from opmatrix.decide.deployments import deployments, markdown, to_json
 from opmatrix.store import ResultStore
 
 
-def run_folder(root, run_id, started, verdicts):
+def run_folder(root, run_id, started, verdicts, toolchain="host", triton="3.6.0"):
     folder = root / run_id
     store = ResultStore(folder)
-    store.append(Result(run_id=run_id, cell="h200.host", device="h200", toolchain="host", kernel="k", workload="w",
-                        dtype="float16", backend="torch", status="ok", torch="2.11.0", triton="3.6.0",
+    store.append(Result(run_id=run_id, cell=f"h200.{toolchain}", device="h200", toolchain=toolchain, kernel="k",
+                        workload="w", dtype="float16", backend="torch", status="ok", torch="2.11.0", triton=triton,
                         driver="580.159.04", runtime="cuda 13.0"))
     (folder / "run.json").write_text(json.dumps({"run_id": run_id, "started_at": started, "finished_at": started,
                                                  "baseline": "torch"}))
@@ -19,8 +24,8 @@ def run_folder(root, run_id, started, verdicts):
     return folder
 
 
-def verdict(device, kind, choice="", reason="why"):
-    return {"kernel": "k", "device": device, "toolchain": "host", "verdict": kind, "choice": choice,
+def verdict(device, kind, choice="", reason="why", toolchain="host", kernel="k"):
+    return {"kernel": kernel, "device": device, "toolchain": toolchain, "verdict": kind, "choice": choice,
             "reason": reason}
 
 
@@ -36,7 +41,9 @@ def test_each_verdict_maps_to_a_support_level_and_the_latest_run_wins(tmp_path):
     assert (rows["b200"].support, rows["b200"].use) == ("not tested", "")
     assert (rows["a100"].support, rows["a100"].use) == ("supported (caveat)", "torch")
     assert rows["h200"].versions == "torch 2.11.0, triton 3.6.0, driver 580.159.04, cuda 13.0"
-    assert "| h200     | host        | supported" in markdown(list(rows.values()))
+    assert rows["h200"].labels == "host" and len(rows["h200"].fingerprint) > 6 and rows["mi300x"].fingerprint == ""
+    assert ("| h200     | torch 2.11.0, triton 3.6.0, driver 580.159.04, cuda 13.0 | host            | supported"
+            in markdown(list(rows.values())))
     assert json.loads(to_json(list(rows.values())))[0]["kernel"] == "k"
 
 
@@ -70,3 +77,58 @@ def test_by_default_the_known_good_versions_come_from_the_history(tmp_path, monk
     monkeypatch.setattr(history, "HISTORY", tmp_path / "history")
     assert deployments([run])[0].known_good == ("torch 2.11.0, triton 3.6.0, driver 580.159.04, cuda 13.0 "
                                                 "(2026-11-30 00:00 → 2026-11-30 00:00, 1 run(s))")
+
+
+def test_one_set_of_imported_versions_under_several_matrix_labels_is_one_line(tmp_path):
+    runs = [run_folder(tmp_path, "a", "2026-11-30T01:00:00+00:00", [verdict("h200", "keep framework", "torch")]),
+            run_folder(tmp_path, "b", "2026-11-30T02:00:00+00:00",
+                       [verdict("h200", "adopt", "triton", toolchain="tonight")], toolchain="tonight"),
+            run_folder(tmp_path, "c", "2026-11-30T03:00:00+00:00",
+                       [verdict("h200", "adopt", "tilelang", toolchain="tl014")], toolchain="tl014", triton="3.5.0")]
+    rows = deployments(runs, known_good=[])
+    assert [(d.labels, d.use, d.run_id) for d in rows] == [("tl014", "tilelang", "c"), ("host, tonight", "triton", "b")]
+    assert rows[0].versions == "torch 2.11.0, triton 3.5.0, driver 580.159.04, cuda 13.0"
+    assert rows[0].fingerprint != rows[1].fingerprint
+
+
+def test_since_and_last_choose_the_runs_read(tmp_path):
+    runs = [run_folder(tmp_path, f"r{day}", f"2026-11-{day}T00:00:00+00:00",
+                       [verdict("h200", "adopt", f"b{day}")]) for day in (10, 20, 30)]
+    since = datetime.datetime(2026, 11, 15, tzinfo=datetime.timezone.utc)
+    assert [d.run_id for d in deployments(runs, known_good=[])] == ["r30"]  # the latest wins
+    assert [d.use for d in deployments(runs, known_good=[], last=2)] == ["b30"]
+    olds = deployments(runs, known_good=[], since=since, last=1)
+    assert [d.run_id for d in olds] == ["r30"]
+    assert deployments(runs[:2], known_good=[], since=since)[0].run_id == "r20"
+    assert deployments(runs[:1], known_good=[], since=since) == []
+
+
+def test_kernels_the_project_does_not_have_are_left_out(tmp_path):
+    run = run_folder(tmp_path, "r", "2026-11-30T00:00:00+00:00",
+                     [verdict("h200", "adopt", "triton"), verdict("h200", "keep framework", "torch", kernel="gpufault")])
+    assert {d.kernel for d in deployments([run], known_good=[])} == {"k", "gpufault"}
+    assert {d.kernel for d in deployments([run], known_good=[], kernels={"k", "rmsnorm"})} == {"k"}
+
+
+def test_the_command_reads_shipped_kernels_only_and_refuses_a_bad_since(tmp_path, capsys):
+    run_folder(tmp_path, "r", "2026-11-30T00:00:00+00:00",
+               [verdict("h200", "adopt", "triton", kernel="rmsnorm"), verdict("h200", "adopt", "x", kernel="gpufault")])
+
+    def deploy(*args):
+        capsys.readouterr()
+        code = main(["deployments", "--reports", str(tmp_path), *args])
+        return code, capsys.readouterr()
+    code, out = deploy("--json", "--since", "2026-11-29")
+    assert code == 0, out.err
+    assert [(d["kernel"], d["use"], d["labels"]) for d in json.loads(out.out)] == [("rmsnorm", "triton", "host")]
+    assert deploy("--since", "2026-12-01")[0] == 2  # no run that recent: nothing to show, said
+    code, out = deploy("--since", "last tuesday")
+    assert code == 2 and "--since 'last tuesday': not a date" in out.err
+    assert deploy("--runs", "0")[0] == 2
+
+
+@pytest.mark.parametrize("text", ["2026-11-30", "2026-11-30T12:00", "2026-11-30T12:00:00+00:00"])
+def test_since_reads_dates_and_times_as_utc(text):
+    from opmatrix.decide.deployments import since_time
+
+    assert since_time(text).tzinfo is not None and since_time(text).date() == datetime.date(2026, 11, 30)

@@ -1,6 +1,11 @@
-"""The supported-deployments table: per kernel and (device, toolchain), what to ship, from the verdicts of stored
-runs (their verdicts.json, run.json and rows; nothing is run). When several runs decided the same (kernel, device,
-toolchain), the latest one counts and says so.
+"""The supported-deployments table: per kernel, device and toolchain, what to ship, from the verdicts of stored
+runs (their verdicts.json, run.json and rows; nothing is run).
+
+A toolchain is what the cell imported, not what the matrix called it: rows are keyed by (kernel, device, toolchain
+fingerprint), the hash of the imported versions (opmatrix.upgrade.history.fingerprint), so one set of versions
+run under several matrix labels (`host`, `tl015`, `tonight`) is one line, naming the labels. When several runs
+decided the same line, the latest one counts and says so. Only kernels the project has count (`kernels`: the
+shipped ones, the project's own, installed packages'), so a kernel that exists only for a test is left out.
 
     supported            adopt X, or keep the framework: ship that backend
     supported (caveat)   the framework runs, but a contestant was inconclusive: more rounds could change it
@@ -13,7 +18,9 @@ opmatrix.upgrade.history), the toolchain fingerprints under which every row of t
 """
 from __future__ import annotations
 
+import datetime
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,38 +36,54 @@ SUPPORT = {ADOPT: "supported", KEEP: "supported", INCONCLUSIVE: "supported (cave
 class Deployment:
     kernel: str
     device: str
-    toolchain: str
+    fingerprint: str  # of the versions below ("" where no row imported anything)
+    versions: str  # what the cell imported: python, torch, triton, tilelang, driver, runtime
+    labels: str  # the matrix toolchain names these versions ran under, in the runs read
     support: str
     use: str  # the backend to ship ("" when unsupported)
     why: str
     run_id: str
     date: str
-    versions: str  # what the cell imported: torch / triton / tilelang, driver, runtime
     known_good: str = ""  # the versions under which `use` was ok and in its performance band (nightly history)
 
 
-def deployments(run_dirs: list[Path], known_good: list | None = None) -> list[Deployment]:
-    """One line per (kernel, device, toolchain), the latest run winning. known_good: the ranges of
-    opmatrix.upgrade.history.known_good (default: from reports/history when it exists)."""
+def since_time(text: str) -> datetime.datetime:
+    """--since: an ISO date or date and time (UTC unless it says otherwise); ValueError when it is neither."""
+    when = datetime.datetime.fromisoformat(text)
+    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+
+
+def deployments(run_dirs: list[Path], known_good: list | None = None, kernels=None,
+                since: datetime.datetime | None = None, last: int | None = None) -> list[Deployment]:
+    """One line per (kernel, device, toolchain fingerprint), the latest run winning. known_good: the ranges of
+    opmatrix.upgrade.history.known_good (default: from reports/history when it exists); kernels: the kernel names
+    to keep (default: all); since: only runs started at or after it; last: only the latest this many runs (of
+    those with verdicts, after `since`)."""
     ranges = _history_known_good() if known_good is None else known_good
+    runs = [(folder, read_manifest(folder) or RunManifest(run_id=folder.name)) for folder in run_dirs
+            if (folder / VERDICTS_JSON).is_file()]
+    runs = sorted((r for r in runs if since is None or _started(r[1]) >= since), key=lambda r: _started(r[1]))
+    runs = runs[-last:] if last else runs
     latest: dict[tuple, Deployment] = {}
-    for folder in sorted(run_dirs, key=_started):
-        path = folder / VERDICTS_JSON
-        if not path.is_file():
-            continue
-        manifest = read_manifest(folder) or RunManifest(run_id=folder.name)
+    labels: dict[tuple, set[str]] = {}
+    for folder, manifest in runs:
         versions = _versions(folder)
-        for v in json.loads(path.read_text()):
+        for v in json.loads((folder / VERDICTS_JSON).read_text()):
+            if kernels is not None and v["kernel"] not in kernels:
+                continue
             support = SUPPORT.get(v["verdict"], "unsupported")
             use = v["choice"] if support.startswith("supported") else ""
             if v["verdict"] == INCONCLUSIVE:
                 use = manifest.baseline
-            key = (v["kernel"], v["device"], v["toolchain"])
-            latest[key] = Deployment(*key, support, use, v["reason"], manifest.run_id,
+            imprint, text = versions.get((v["device"], v["toolchain"]), ("", ""))
+            key = (v["kernel"], v["device"], imprint)
+            labels.setdefault(key, set()).add(v["toolchain"])
+            latest[key] = Deployment(*key, text, "", support, use, v["reason"], manifest.run_id,
                                      manifest.finished_at or manifest.started_at,
-                                     versions.get((v["device"], v["toolchain"]), ""),
                                      _known_good_text(ranges, v["kernel"], v["device"], use))
-    return [latest[k] for k in sorted(latest)]
+    for key, row in latest.items():
+        row.labels = ", ".join(sorted(labels[key]))
+    return sorted(latest.values(), key=lambda d: (d.kernel, d.device, d.versions, d.fingerprint))
 
 
 def _history_known_good() -> list:
@@ -79,21 +102,29 @@ def _known_good_text(ranges: list, kernel: str, device: str, use: str) -> str:
     return "; ".join(r.text() for r in ranges if (r.kernel, r.device, r.backend) == (kernel, device, use))
 
 
-def _started(folder: Path) -> str:
-    manifest = read_manifest(folder)
-    return manifest.started_at if manifest else ""
+def _started(manifest: RunManifest) -> datetime.datetime:
+    """When the run started (runs without a start time sort first)."""
+    try:
+        return since_time(manifest.started_at)
+    except ValueError:
+        return datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
 
 
-def _versions(folder: Path) -> dict[tuple[str, str], str]:
+def _versions(folder: Path) -> dict[tuple[str, str], tuple[str, str]]:
+    """(device, toolchain) -> (fingerprint, versions text) of what its rows imported: the most common set among
+    the rows that imported torch (a row that failed before importing anything says nothing)."""
     from opmatrix.store import ResultStore
+    from opmatrix.upgrade.history import VERSION_FIELDS, fingerprint, versions_text
 
-    out = {}
+    seen: dict[tuple[str, str], Counter] = {}
     for r in ResultStore(folder, create=False).results():
-        if r.torch and (r.device, r.toolchain) not in out:
-            parts = [f"torch {r.torch}", f"triton {r.triton}" if r.triton else "",
-                     f"tilelang {r.tilelang}" if r.tilelang else "", f"driver {r.driver}" if r.driver else "",
-                     r.runtime]
-            out[(r.device, r.toolchain)] = ", ".join(p for p in parts if p)
+        if r.torch:
+            imported = tuple((name, str(getattr(r, name) or "")) for name in VERSION_FIELDS)
+            seen.setdefault((r.device, r.toolchain), Counter())[imported] += 1
+    out = {}
+    for cell, counts in seen.items():
+        versions = dict(counts.most_common(1)[0][0])
+        out[cell] = (fingerprint(versions), versions_text(versions))
     return out
 
 
@@ -105,10 +136,10 @@ def markdown(rows: list[Deployment]) -> str:
     lines = ["# Supported deployments", ""]
     for kernel in sorted({d.kernel for d in rows}):
         lines += [f"## {kernel}", ""]
-        table = [[cell(x) for x in (d.device, d.toolchain, d.support, d.use, d.why, d.run_id, d.date, d.versions,
-                                    d.known_good)] for d in rows if d.kernel == kernel]
-        lines += [tabulate(table, headers=["device", "toolchain", "support", "use", "why", "run", "date",
-                                           "versions", "known good"], tablefmt="github"), ""]
+        table = [[cell(x) for x in (d.device, d.versions or "(none imported)", d.labels, d.support, d.use, d.why,
+                                    d.run_id, d.date, d.known_good)] for d in rows if d.kernel == kernel]
+        lines += [tabulate(table, headers=["device", "toolchain (imported versions)", "matrix labels", "support",
+                                           "use", "why", "run", "date", "known good"], tablefmt="github"), ""]
     return "\n".join(lines)
 
 
