@@ -156,7 +156,8 @@ def _plugin_wheel(out: Path, dist: str, module: str, backend: str) -> Path:
     stem = f"{dist.replace('-', '_')}-0.1"
     files = {f"{module}/__init__.py": "", f"{module}/{backend.replace('-', '_')}.py": ADAPTER,
              f"{stem}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n",
-             f"{stem}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             f"{stem}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                         "Tag: py3-none-any\n",
              f"{stem}.dist-info/entry_points.txt":
                  f"[opmatrix.backends]\n{backend} = {module}.{backend.replace('-', '_')}\n"}
     def digest(text: str) -> str:
