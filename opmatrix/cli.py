@@ -305,6 +305,7 @@ def parser() -> argparse.ArgumentParser:
     from opmatrix import __version__
     from opmatrix.decide.calibration_cli import add_calibration_parser
     from opmatrix.profile.cli import add_profile_parser  # imported here: both import UsageError from this module
+    from opmatrix.upgrade.bisect_cli import add_bisect_parser
     from opmatrix.upgrade.history_cli import add_history_parser
     from opmatrix.validate.cli import add_validate_parser
 
@@ -320,6 +321,7 @@ def parser() -> argparse.ArgumentParser:
         add(sub)
     add_profile_parser(sub, _subcommand)
     add_history_parser(sub, _subcommand)
+    add_bisect_parser(sub, _subcommand)
     add_validate_parser(sub, _subcommand)
     add_calibration_parser(sub, _subcommand)
     return p

@@ -104,6 +104,9 @@ class Toolchain(_Model):
     packages: list[Requirement508] = Field([], description="PEP 508 requirements installed into the cell's "
                                            "environment (pip options refused; URLs only with allow_urls)")
     index: dict[Vendor, IndexUrl] = Field({}, description="extra package index per device vendor")
+    find_links: Annotated[str, AfterValidator(checks.local_folder)] | None = Field(
+        None, description="an absolute path to a local folder of wheels pip may install from (--find-links): a "
+        "package index of your own builds, or of versions to bisect; it must exist wherever the cell is built")
     devices: list[str] | None = Field(None, description="device ids this toolchain applies to (default: all)")
     env: dict[Annotated[str, Field(pattern=ENV_NAME)], Annotated[str, AfterValidator(checks.env_value)]] = Field(
         {}, description="environment variables of the cell's processes (names: letters, digits, _)")

@@ -7,6 +7,7 @@ allowed; `opmatrix.matrix` turns a list of them into one MatrixError.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
@@ -95,6 +96,19 @@ def version_specifier(text: str) -> SpecifierSet:
 
 def version_range(value: str) -> str:
     version_specifier(value)
+    return value
+
+
+def local_folder(value: str) -> str:
+    """A toolchain's find_links: an absolute path to a folder that exists (pip --find-links), never a URL (file:
+    or otherwise: `index` is for those) and never text pip or a shell would read as an option."""
+    bad = sorted({c for c in value if c in SHELL_CHARS or not c.isprintable()})
+    if bad or not value.startswith("/") or "://" in value:
+        raise ValueError("not an absolute folder path; allowed: a local folder of wheels such as '/srv/wheels' "
+                         "(an index URL goes in `index`)")
+    if not os.path.isdir(value):
+        raise ValueError("no such folder on this host; create it (pip --find-links reads the wheels in it) or fix "
+                         "the path")
     return value
 
 

@@ -13,11 +13,16 @@ from opmatrix.incell import plugins
 from opmatrix.matrix import Matrix
 
 
+LATER_KEYS = (*HOST_FACTS, "find_links")  # keys added after environments were first hashed: left out while unset
+
+
 def env_hash(device: DeviceSpec, toolchain: ToolchainSpec) -> str:
-    # a device's host-fact ranges (driver, runtime) choose hosts, not packages: left out while unset, so that the
-    # environments of matrices without them keep their hashes
-    fields = {k: v for k, v in dataclasses.asdict(device).items() if v is not None or k not in HOST_FACTS}
-    return digest({"device": fields, "toolchain": toolchain})
+    """The environment's identity. A device's host-fact ranges (driver, runtime) choose hosts, not packages, and
+    keys added later count only where set, so that the environments of matrices without them keep their hashes."""
+    def fields(record) -> dict:
+        return {k: v for k, v in dataclasses.asdict(record).items() if v is not None or k not in LATER_KEYS}
+
+    return digest({"device": fields(device), "toolchain": fields(toolchain)})
 
 
 def device_spec(device) -> DeviceSpec:
@@ -27,7 +32,8 @@ def device_spec(device) -> DeviceSpec:
 def toolchain_spec(tc) -> ToolchainSpec:
     return ToolchainSpec(name=tc.name, python=tc.python, system=tc.system, installer=tc.installer,
                          packages=tuple(tc.packages), index=dict(tc.index),
-                         devices=None if tc.devices is None else tuple(tc.devices), env=dict(tc.env))
+                         devices=None if tc.devices is None else tuple(tc.devices), env=dict(tc.env),
+                         find_links=tc.find_links)
 
 
 def settings(matrix: Matrix) -> Settings:

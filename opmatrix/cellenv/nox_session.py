@@ -50,6 +50,8 @@ def _install_args(toolchain: ToolchainSpec, vendor: str) -> list[str]:
     index = toolchain.index.get(vendor)
     if index and args:
         args += ["--extra-index-url", index]
+    if toolchain.find_links and args:
+        args += ["--find-links", toolchain.find_links]
     return args
 
 

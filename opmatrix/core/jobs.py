@@ -80,6 +80,7 @@ class ToolchainSpec:
     index: dict[str, str] = field(default_factory=dict)
     devices: tuple[str, ...] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    find_links: str | None = None  # a local folder of wheels (pip --find-links)
 
 
 @dataclass(frozen=True)

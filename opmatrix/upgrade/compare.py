@@ -44,6 +44,7 @@ COVERED = (status.OK, status.COMPILES, status.LOWERS)
 FINGERPRINT = ("python", "torch", "triton", "tilelang", "driver", "runtime")
 KEY = ("device", "kernel", "workload", "dtype", "backend", "variant")
 COMPILE_RATIO, COMPILE_MIN_S = 2.0, 5.0
+RISK_KINDS = ("time", "correctness", "compile")  # what a row's risk can be about (RowChange.risks)
 ERR_GROWTH, ERR_FLOOR_OF_TOL = 4.0, 0.1
 
 
@@ -56,6 +57,7 @@ class RowChange:
     label: str
     outcome: str = SAME  # breaks / risk / improved / same / not compared
     why: list[str] = field(default_factory=list)
+    risks: list[str] = field(default_factory=list)  # what made it a risk: time, correctness, compile (RISK_KINDS)
     status_before: str = ""
     status_after: str = ""
     time_ratio: float | None = None  # candidate / baseline time: > 1 is slower
@@ -319,6 +321,7 @@ def _correctness(row: RowChange) -> None:
     grown = before is not None and after > ERR_GROWTH * before and after > ERR_FLOOR_OF_TOL * tol
     if past_half or grown:
         row.outcome = RISK
+        row.risks.append("correctness")
         row.why.append(f"error grew towards the tolerance: {before if before is not None else '?'} -> {after:.3g} "
                        f"(tolerance {tol:.3g})")
 
@@ -329,6 +332,7 @@ def _compile_time(row: RowChange) -> None:
         return
     if after > COMPILE_RATIO * before and after - before >= COMPILE_MIN_S:
         row.outcome = RISK
+        row.risks.append("compile")
         row.why.append(f"compile (and tuning) time {before:.3g} s -> {after:.3g} s")
     elif before > COMPILE_RATIO * after and before - after >= COMPILE_MIN_S and row.outcome == SAME:
         row.outcome = IMPROVED
@@ -359,6 +363,7 @@ def _judge_timing(r: RowChange) -> None:
     significant = r.q_value is not None and r.q_value < Q_MAX
     if significant and r.time_lo > r.threshold:
         r.outcome = RISK
+        r.risks.append("time")
         r.why.insert(0, f"slower: {r.ratio_text()} the baseline's time (threshold {r.threshold:.3f}, q {r.q_value:.2g})")
     elif significant and r.time_hi < 1 / r.threshold and r.outcome == SAME:
         r.outcome = IMPROVED

@@ -1,0 +1,103 @@
+"""`opmatrix bisect MATRIX --package NAME --good V1 --bad V2` (or `--versions V1,V2,...`): the first version of a
+package at which the chosen row goes bad, each probe a paired run against the good version (opmatrix.upgrade.bisect
+decides what to probe, opmatrix.upgrade.bisect_probe runs a probe). Writes bisect.md, bisect.json and
+bisect.junit.xml into the bisection's folder (reports/<run-id>/, one run folder per probe inside it) and prints the
+Markdown (or the JSON). opmatrix.cli wires it in with `add_bisect_parser(sub, _subcommand)`."""
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+from opmatrix import paths
+from opmatrix.upgrade import bisect, bisect_probe, compare
+
+FILES = ("bisect.md", "bisect.json", "bisect.junit.xml")
+
+
+def add_bisect_parser(sub, subcommand) -> None:
+    b = subcommand(sub, "bisect", "find the first version of a package at which a (kernel, backend, workload, dtype) "
+                   "breaks, loses correctness or slows beyond the threshold: each probe that version against the good "
+                   "one, paired in the same rounds; a binary search, then a re-check of the answer's neighbours",
+                   "  opmatrix bisect matrix/nightly-cpu.toml --package triton --good 3.6.0 --bad 3.9.0\n"
+                   "  opmatrix bisect my.toml --package fakeblas --versions 1.0,1.2,1.5,1.7 --backend fb --json",
+                   run_bisect)
+    b.add_argument("matrix", help="matrix file whose device, toolchain and kernel the probes use")
+    b.add_argument("--package", required=True, help="the package whose versions are bisected")
+    b.add_argument("--good", help="a version known good (needs --bad; the versions between come from the package "
+                   "index the toolchain names: its find_links folder, its index, pip's configuration)")
+    b.add_argument("--bad", help="a version known (or thought) bad")
+    b.add_argument("--versions", help="V1,V2,...: the versions to search, good first, bad last (instead of --good "
+                   "/ --bad)")
+    for flag, what in (("device", "device id"), ("toolchain", "toolchain the package belongs to"),
+                       ("kernel", "kernel"), ("workload", "workload"), ("dtype", "dtype"),
+                       ("backend", "backend, or backend[variant]")):
+        b.add_argument(f"--{flag}", help=f"the {what} to watch (default: the matrix's only one)")
+    b.add_argument("--watch", default=",".join(bisect.WATCH), help="what makes a version bad besides breaking: "
+                   f"comma-separated of {', '.join(compare.RISK_KINDS)} (default: {','.join(bisect.WATCH)}; compile "
+                   "time is one cold build per side, so only large changes count)")
+    b.add_argument("--reports", default=str(paths.REPORTS), help="where the bisection's folder goes (default: "
+                   "reports/)")
+    b.add_argument("--run-id", help="the bisection's folder name (default: <UTC time>-bisect-<package>)")
+    b.add_argument("--address", help="run the probes on this Ray cluster (default: this host, without Ray)")
+    b.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    b.add_argument("--junit", metavar="FILE", help="also write the JUnit XML here (one test case per probe; a bad "
+                   "version fails)")
+
+
+def run_bisect(args) -> int:
+    from rich.console import Console
+
+    from opmatrix.cli import UsageError, _matrix_path
+    from opmatrix.matrix import load_matrix
+    from opmatrix.plan import check_plugins
+
+    if (args.versions and (args.good or args.bad)) or (not args.versions and not (args.good and args.bad)):
+        raise UsageError("name the versions: --good V1 --bad V2 (the index's versions between them), or --versions "
+                         "V1,V2,... (good first, bad last)")
+    watch = [w.strip() for w in args.watch.split(",") if w.strip()]
+    if not watch or set(watch) - set(compare.RISK_KINDS):
+        raise UsageError(f"--watch {args.watch}: allowed: comma-separated of {', '.join(compare.RISK_KINDS)}")
+    m = load_matrix(_matrix_path(args.matrix))
+    check_plugins(m)
+    try:
+        target = bisect_probe.choose_target(m, args.package, args.device, args.toolchain, args.kernel, args.workload,
+                                            args.dtype, args.backend)
+        versions = bisect_probe.listed(args.versions) if args.versions else bisect_probe.between(
+            bisect_probe.available_versions(m, target, args.package), args.good, args.bad)
+    except bisect_probe.BisectError as exc:
+        raise UsageError(str(exc)) from None
+    run_id = args.run_id or f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-bisect-{args.package}"
+    paths.check_run_id(run_id)
+    folder = Path(args.reports) / run_id
+    if (folder / FILES[1]).exists():
+        raise UsageError(f"{folder}: already holds a bisection; choose another --run-id")
+    folder.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+
+    def probe(version: str, role: str) -> bisect.Probe:
+        number = len(list(folder.glob("probe-*.toml"))) + 1
+        console.print(f"bisect {args.package}: probe {number}, {version} against {versions[0]} ({role})")
+        return bisect_probe.run_probe(m, target, args.package, versions[0], version, folder, number,
+                                      lambda: _scheduler(args.address), watch, console)
+
+    result = bisect.bisect(args.package, target.label(), versions, probe)
+    write(result, folder)
+    if args.junit:
+        Path(args.junit).write_text(bisect.junit_xml(result), encoding="utf-8")
+    print(bisect.to_json(result) if args.json else bisect.markdown(result))
+    return bisect.exit_code(result)
+
+
+def write(result: bisect.Bisection, folder: Path) -> None:
+    for name, text in zip(FILES, (bisect.markdown(result), bisect.to_json(result), bisect.junit_xml(result))):
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def _scheduler(address: str | None):
+    if address:
+        from opmatrix.scheduling.ray_cluster import RayScheduler
+
+        return RayScheduler(address)
+    from opmatrix.scheduling.local import LocalScheduler
+
+    return LocalScheduler()
