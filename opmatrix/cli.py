@@ -164,7 +164,9 @@ def _cmd_compare(args) -> int:
     folders = [run_dir(r, reports) for r in args.runs]
     frames = [load_run(f) for f in folders]
     min_speedup = float(_manifest(folders[-1]).acceptance.get("min_speedup", 1.05))
-    if len(frames) == 1:
+    if args.baseline_device or args.candidate_device:
+        comparisons = [_cross_host(args, frames, folders, min_speedup)]
+    elif len(frames) == 1:
         pairs = [p for p in compare.declared_pairs(_manifest(folders[0]).compare, frames[0])
                  if args.baseline in (None, p[0]) and args.candidate in (None, p[1])]
         if not pairs:
@@ -188,6 +190,20 @@ def _cmd_compare(args) -> int:
         _write_compare_page(comparisons, args.html, folders)
     print(compare.to_json(comparisons) if args.json else compare.markdown(comparisons))
     return compare.exit_code(comparisons, args.strict)
+
+
+def _cross_host(args, frames, folders, min_speedup: float):
+    """One run's baseline device against its candidate device (a driver canary), with a host A/A when named."""
+    from opmatrix.upgrade import cross_host
+
+    if len(frames) != 1 or not (args.baseline_device and args.candidate_device):
+        raise UsageError("a comparison across hosts reads one run and names both sides: opmatrix compare RUN "
+                         "--baseline-device DEVICE --candidate-device DEVICE [--host-aa-device DEVICE]")
+    try:
+        return cross_host.compare_hosts(frames[0], args.baseline_device, args.candidate_device, min_speedup,
+                                        folders[0].name, args.host_aa_device, args.baseline)
+    except cross_host.CrossHostError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _write_compare_page(comparisons, html: str, folders: list[Path]) -> None:
@@ -361,6 +377,10 @@ def _compare_parser(sub) -> None:
     c.add_argument("--baseline", help="toolchain name of the baseline side (default: the only one / every pair)")
     c.add_argument("--candidate", help="toolchain name of the candidate side")
     c.add_argument("--reports", default=str(paths.REPORTS), help="where run folders are (default: reports/)")
+    c.add_argument("--baseline-device", help="across hosts (a driver canary): the device of the baseline hosts")
+    c.add_argument("--candidate-device", help="across hosts: the device of the canary hosts, compared unpaired")
+    c.add_argument("--host-aa-device", help="across hosts: the baseline software on a second baseline host; its "
+                   "difference from the first (the host A/A) raises each row's threshold")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one test case per row, for CI systems")
     c.add_argument("--strict", action="store_true", help="exit 1 on risk too (always on breaks); risk rows fail "

@@ -58,6 +58,7 @@ class RowChange:
     outcome: str = SAME  # breaks / risk / improved / same / not compared
     why: list[str] = field(default_factory=list)
     risks: list[str] = field(default_factory=list)  # what made it a risk: time, correctness, compile (RISK_KINDS)
+    host_floor: float | None = None  # across hosts: how far two hosts of the same software differ (host A/A)
     status_before: str = ""
     status_after: str = ""
     time_ratio: float | None = None  # candidate / baseline time: > 1 is slower
@@ -93,6 +94,7 @@ class Comparison:
     verdict: str = SAFE
     fingerprint: list[str] = field(default_factory=list)  # "torch 2.10.0 -> 2.11.0", per device
     rows: list[RowChange] = field(default_factory=list)
+    hosts: str = ""  # a comparison across hosts (opmatrix.upgrade.cross_host): the sides, the hosts, the host A/A
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -143,14 +145,19 @@ def _edited(b, a) -> RowChange:
 
 
 def compare_unpaired(df_a, df_b, baseline: str | None, candidate: str | None, min_speedup: float,
-                     runs: list[str]) -> Comparison:
-    """Two stored runs: the baseline toolchain's rows of the first against the candidate's of the second."""
+                     runs: list[str], host_floors: dict[str, float] | None = None) -> Comparison:
+    """Two stored runs: the baseline toolchain's rows of the first against the candidate's of the second.
+    host_floors (RowChange.name -> floor): across hosts, each row's threshold also covers the host A/A."""
     before = df_a if baseline is None else df_a[df_a.toolchain == baseline]
     after = df_b if candidate is None else df_b[df_b.toolchain == candidate]
     names = [_only_toolchain(before, baseline, runs[0], "--baseline"), _only_toolchain(after, candidate, runs[1],
                                                                                         "--candidate")]
     comparison = Comparison(names[0], names[1], False, min_speedup, runs)
     comparison.rows = [_row_change(b, a, min_speedup, paired=False) for b, a in _matched(before, after)]
+    for r in comparison.rows:
+        floor = (host_floors or {}).get(r.name)
+        if floor is not None and r.threshold is not None:
+            r.host_floor, r.threshold = floor, max(r.threshold, 1 + K_AA * floor)
     return _finish(comparison, before, after)
 
 
@@ -407,6 +414,7 @@ def summary(c: Comparison) -> str:
     """How the comparison was made, its runs, its counts and its thresholds (one line; `**` marks the warning)."""
     counts = ", ".join(f"{n} {k}" for k, n in sorted(c.counts().items()))
     how = ("paired: both toolchains timed in the same shuffled rounds, on the same device" if c.paired else
+           f"**unpaired across hosts**: {c.hosts}" if c.hosts else
            "**unpaired**: two runs timed apart; drift between them is not cancelled, so this is weaker evidence "
            "than a paired run of a matrix with [[compare]]")
     return (f"{how}; runs {', '.join(c.runs) or '(this run)'}; {counts or 'no common rows'}; threshold "
@@ -420,6 +428,7 @@ def differs(c: Comparison) -> str:
 def row_cells(r: RowChange) -> tuple:
     """One row of the comparison table (TABLE_HEADERS), for comparison.md and comparison.html alike."""
     aa = f"±{100 * r.aa_floor:.1f}%" if r.aa_floor is not None else "–"
+    aa += f" (hosts ±{100 * r.host_floor:.1f}%)" if r.host_floor is not None else ""
     return (r.outcome, r.device, r.kernel, r.workload, r.dtype, r.label, r.ratio_text(), aa, "; ".join(r.why))
 
 

@@ -1,0 +1,92 @@
+"""Comparisons across hosts (a driver canary), from one simulated run: the baseline device on host a, the same
+software on a second baseline host b (the host A/A), the canary device on host c. Each host has its own clock state,
+drift per round, worker offsets and burst noise, and its own host factor on the contestant's time relative to the
+framework (cooling, power limit: what differs between hosts of the same software). The comparison is the real code
+(opmatrix.upgrade.cross_host over compare.compare_unpaired); the rows are its inputs."""
+import numpy as np
+import pytest
+
+from opmatrix.core.result import Result
+from opmatrix.store import frame
+from opmatrix.upgrade import compare, cross_host
+
+ROUNDS, DRIFT, NOISE, PROCESS, CLOCK = 20, 0.02, 0.01, 0.005, 0.03
+HOSTS = {"h200-stable": ("gpu-a", "580.95.05"), "h200-stable-b": ("gpu-b", "580.95.05"),
+         "h200-canary": ("gpu-c", "590.48.01")}
+
+
+def host_rows(rng, device: str, host_factor: float, slowdown: float = 1.0) -> list[Result]:
+    """One device's rows as its host times them: torch (the framework baseline), its A/A twin, and triton."""
+    host, driver = HOSTS[device]
+    clock = np.exp(rng.normal(0, CLOCK))
+    rows = []
+    for w in ("w1", "w2"):
+        drift = clock * np.exp(rng.normal(0, DRIFT, ROUNDS))
+        burst = lambda: drift * np.exp(rng.normal(0, PROCESS) + rng.normal(0, NOISE, ROUNDS))  # noqa: E731
+        base, twin = list(burst()), list(burst())
+        for backend in ("torch", "triton"):
+            series = base if backend == "torch" else list(0.8 * host_factor * slowdown * burst())
+            rows.append(Result(
+                run_id="fleet", cell=f"{device}.host", device=device, toolchain="host", kernel="k", workload=w,
+                dtype="float16", backend=backend, variant="default", status="ok", pairing="interleaved",
+                rel_err=1e-4, tolerance=1e-2, compile_s=2.0, rounds=ROUNDS, round_ms=series,
+                median_ms=float(np.median(series)), baseline_round_ms=[] if backend == "torch" else base,
+                aa_round_ms=twin, torch="2.11.0", triton="3.6.0", host=host, driver=driver, runtime="cuda 13.0"))
+    return rows
+
+
+def fleet_run(seed: int, slowdown: float, host_b: float = 1.0):
+    """One night: the two baseline hosts (b's contestant `host_b` off a's) and the canary (`slowdown` its driver's)."""
+    rng = np.random.default_rng(seed)
+    return frame(host_rows(rng, "h200-stable", 1.0) + host_rows(rng, "h200-stable-b", host_b)
+                 + host_rows(rng, "h200-canary", 1.0, slowdown))
+
+
+def judged(df, host_aa: bool = True) -> compare.Comparison:
+    return cross_host.compare_hosts(df, "h200-stable", "h200-canary", 1.05, "fleet",
+                                    "h200-stable-b" if host_aa else None)
+
+
+def triton(c: compare.Comparison) -> list[compare.RowChange]:
+    return [r for r in c.rows if r.label == "triton"]
+
+
+@pytest.mark.slow  # 20 nights of cross-host comparisons with bootstrap intervals
+def test_over_nights_a_30_percent_slower_canary_is_found_and_the_same_driver_is_safe():
+    found = sum(all(r.outcome == compare.RISK for r in triton(judged(fleet_run(seed, 1.30)))) for seed in range(10))
+    same = sum(judged(fleet_run(seed, 1.0)).verdict == compare.SAFE for seed in range(10, 20))
+    assert found >= 9 and same >= 9, (found, same)
+
+
+def test_a_canary_driver_that_slows_a_kernel_by_30_percent_is_a_risk_across_hosts():
+    c = judged(fleet_run(0, 1.30))
+    assert {r.outcome for r in triton(c)} == {compare.RISK}
+    assert c.verdict == compare.RISK and not c.paired
+    assert "driver 580.95.05 -> 590.48.01" in compare.differs(c)  # what differs between the sides: the driver
+    assert compare.summary(c).startswith("**unpaired across hosts**: h200-stable (gpu-a) against h200-canary (gpu-c)")
+    assert "host A/A: h200-stable against h200-stable-b (gpu-b), host-to-host floor up to ±" in c.hosts
+
+
+def test_the_same_driver_on_the_canary_is_safe():
+    assert judged(fleet_run(1, 1.0)).verdict == compare.SAFE
+
+
+def test_the_threshold_covers_the_host_to_host_floor_and_without_a_second_host_says_so():
+    """Host b's contestant is 8 % off host a's with the same software: a 10 % difference on the canary is within
+    what two hosts differ by, so with the host A/A it is not called a risk; without it, it would be, and the verdict
+    says that the host-to-host variation was not measured."""
+    df = fleet_run(3, 1.10, host_b=1.08)
+    with_aa, without = judged(df), judged(df, host_aa=False)
+    for r in triton(with_aa):
+        assert r.host_floor is not None and r.host_floor > 0.05 and r.threshold >= 1 + 2 * r.host_floor
+        assert r.outcome == compare.SAME, r
+    assert {r.outcome for r in triton(without)} == {compare.RISK}
+    assert all(r.host_floor is None for r in without.rows)
+    assert "**no second baseline host**: host-to-host variation not measured" in without.hosts
+    assert "(hosts ±" in compare.markdown([with_aa])
+
+
+def test_a_device_not_in_the_run_is_named_with_the_devices_it_has():
+    with pytest.raises(cross_host.CrossHostError, match=r"device 'h200-nope' has no rows in this run; devices in it: "
+                                                        r"h200-canary, h200-stable, h200-stable-b"):
+        cross_host.compare_hosts(fleet_run(0, 1.0), "h200-stable", "h200-nope", 1.05)
