@@ -95,7 +95,8 @@ def _cmd_run(args) -> int:
         scheduler = RayScheduler(args.address, args.num_gpus)
     fail_on = _statuses("--fail-on", args.fail_on)
     folder = run(_matrix_path(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler,
-                 resume=args.resume, redo=redo, deadline_s=args.deadline_s, keep_scratch=args.keep_scratch)
+                 resume=args.resume, redo=redo, deadline_s=args.deadline_s, keep_scratch=args.keep_scratch,
+                 rebuild=args.rebuild)
     return _failed_exit(folder, fail_on)
 
 
@@ -362,6 +363,8 @@ def _run_parser(sub) -> None:
                    "resumable (for time-boxed machines)")
     r.add_argument("--keep-scratch", action="store_true", help="keep the run's whole scratch (.opmatrix/RUN: every "
                    "job's logs and compile caches) instead of pruning it after the session")
+    r.add_argument("--rebuild", action="store_true", help="build compile-only jobs again instead of reusing the "
+                   "rows of an earlier run built from the same sources, environment and target")
     r.add_argument("--fail-on", default=",".join(status.FAILED), help="exit 1 when a row has one of these "
                    f"statuses (default: {','.join(status.FAILED)})")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from opmatrix import catalog, paths
 from opmatrix.core.jobs import (HOST_FACTS, CellPlan, CellSpec, DeviceSpec, JobSpec, RivalCell, Settings,
                                 ToolchainSpec, digest)
-from opmatrix.incell import plugins
+from opmatrix.incell import compile_cache, plugins
 from opmatrix.matrix import Matrix
 
 
@@ -97,6 +97,7 @@ def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan
             plans[cell.id] = CellPlan(run_id=run_id, cell=cell, jobs=tuple(jobs), settings=settings(matrix),
                                       kernels_dir=str(matrix.kernels_dir()), backends_dir=str(matrix.backends_dir()),
                                       scratch_dir=str(Path(scratch_root) / run_id / cell.id),
+                                      compile_cache=str(Path(scratch_root) / compile_cache.FOLDER),
                                       **plugin_dirs(matrix, jobs))
     for compare in matrix.compare:
         for device in matrix.device:

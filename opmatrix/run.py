@@ -78,11 +78,12 @@ def _partner(plan: CellPlan, job) -> tuple:
 def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str | None = None,
         console=None, scratch_root: Path = paths.SCRATCH, scheduler=None, resume: bool = False,
         redo: frozenset[str] = frozenset({"lost"}), deadline_s: float | None = None,
-        keep_scratch: bool = False) -> Path:
+        keep_scratch: bool = False, rebuild: bool = False) -> Path:
     """Run a matrix file. scheduler: a RayScheduler (default: embedded local Ray) or a LocalScheduler.
     resume: continue the run folder `run_id`, running only the jobs it has no row for (or a row to redo).
     deadline_s: start no job after this many seconds; what is left is for a later --resume.
     keep_scratch: leave the run's scratch as it is, instead of pruning it after the session (cellenv.scratch).
+    rebuild: build compile-only jobs again instead of reusing an earlier run's rows (opmatrix.incell.compile_cache).
     Raises Interrupted (after writing the report) when stopped by SIGINT / SIGTERM, DiskFull when the reports
     folder's disk filled (the rows before it kept, no partial row left; the report written if there is room).
     A run writes its rows within a reserve of space it gives back at the end (store.RESERVE), so that run.json and
@@ -100,7 +101,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     run_id = paths.check_run_id(run_id or new_run_id(matrix.name))
     store = ResultStore(Path(reports_dir) / run_id)
     store.check_writable()  # a read-only or full reports folder is refused before anything runs
-    planned = plan.cell_plans(matrix, run_id, Path(scratch_root))
+    planned = [p.replace(rebuild=rebuild) for p in plan.cell_plans(matrix, run_id, Path(scratch_root))]
     with store.lock():
         stored = store.results()
         if stored and not resume:

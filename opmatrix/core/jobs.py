@@ -174,6 +174,8 @@ class CellPlan:
     # package's: opmatrix.incell.plugins.Registry), name -> folder; a name not listed is in kernels_dir / backends_dir
     kernel_dirs: dict[str, str] = field(default_factory=dict)
     backend_dirs: dict[str, str] = field(default_factory=dict)
+    compile_cache: str = ""  # compile-only rows kept between runs (opmatrix.incell.compile_cache); "": none
+    rebuild: bool = False  # build again what that cache holds (`opmatrix run --rebuild`)
 
     def kernels_dir_of(self, job: JobSpec) -> str:
         """The folder that holds this job's kernel folder."""

@@ -7,14 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".cpp", ".h", ".hpp", ".hip"}
-
-
-def implementation_files(kernels_dir: Path, kernel: str, backend: str) -> list[Path]:
-    folder = Path(kernels_dir) / kernel
-    stem = backend.replace("-", "_")
-    return sorted(p for p in folder.glob(f"{stem}*") if p.suffix in SOURCE_SUFFIXES
-                  and (p.stem == stem or p.stem.startswith(stem + "_")))
+from opmatrix.incell.plugins import implementation_files
 
 
 def lines_of_code(kernels_dir: Path, kernel: str, backend: str) -> int | None:

@@ -26,7 +26,7 @@ from opmatrix.core import metrics, status
 from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask, baseline_job
 from opmatrix.core.keys import JobKey
 from opmatrix.core.result import Result
-from opmatrix.incell import plugins, telemetry
+from opmatrix.incell import compile_cache, plugins, telemetry
 from opmatrix.incell.processes import (become_subreaper, die_with_parent, end_escaped, run_limited, signal_name, tail,
                                        wait_limited)
 from opmatrix.incell.rounds import Contestant, Rounds, aligned
@@ -427,7 +427,11 @@ def kept_samples(samples: list[float], most: int = SAMPLES_KEPT) -> list[float]:
 def run_cell(plan: CellPlan, on_now: Callable[[str], None] | None = None,
              on_stage: Callable[[tuple, str], None] | None = None) -> Iterator[Result]:
     """The cell runner as a function: plan (cell, jobs, settings, folders) -> results, one per job; `on_now`
-    hears what it is doing between two results, `on_stage` each group's phase (build, timing)."""
+    hears what it is doing between two results, `on_stage` each group's phase (build, timing). Compile-only
+    rows that an earlier run built from the same sources come from the cache (opmatrix.incell.compile_cache)."""
+    if compile_cache.applies(plan):
+        yield from compile_cache.through(plan, lambda rest: CellRunner(rest, on_now, on_stage).results())
+        return
     yield from CellRunner(plan, on_now, on_stage).results()
 
 

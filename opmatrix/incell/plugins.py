@@ -184,6 +184,18 @@ def load_backend(backends_dir: Path, backend: str) -> Backend:
     return Backend(load_module(path, contract.BACKEND), path)
 
 
+SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".cpp", ".h", ".hpp", ".hip"}
+
+
+def implementation_files(kernels_dir: Path, kernel: str, backend: str) -> list[Path]:
+    """A backend's implementation of a kernel: kernels/<kernel>/<backend>.py and the sources beside it that carry
+    its name (cutlass_gemm_relu.cu), the files its lines of code and its source digest are taken over."""
+    folder = Path(kernels_dir) / kernel
+    stem = backend.replace("-", "_")
+    return sorted(p for p in folder.glob(f"{stem}*") if p.suffix in SOURCE_SUFFIXES
+                  and (p.stem == stem or p.stem.startswith(stem + "_")))
+
+
 def declared_variants(path: Path) -> tuple[str, ...]:
     """The VARIANTS an implementation file declares, read without importing it (no framework needed)."""
     if not path.is_file():

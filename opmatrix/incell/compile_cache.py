@@ -1,0 +1,111 @@
+"""Compile-only results kept between runs, as asv skips unchanged work: a device no host has gets its rows
+(`compiles`, `lowers`, `unsupported`) from an earlier run when nothing that decides them changed, instead of
+building again. The key is the job's target and the sources that decide the build:
+
+- the implementation's source digest: the kernel's spec.py, kernels/<kernel>/<backend>.py and the sources beside it
+  that carry its name (`plugins.implementation_files`), and the backend adapter file;
+- the engine's own code a build runs through (opmatrix/kit, opmatrix/incell, opmatrix/core);
+- the cell environment's hash (device and toolchain: the packages the build imports);
+- the target: device vendor, arch and name, and the job (kernel, workload, dtype, backend, variant).
+
+A reused row says so: `compile_cache` is "cached from RUN" and its reason ends "; cached from RUN" (RUN: the run
+that built it); `duration_s` is 0, nothing ran. Failed builds are never kept (they may be the host's passing
+trouble). `opmatrix run --rebuild` builds everything again (and keeps the new results). The cache is one JSON file
+per key under the scratch (`.opmatrix/compile-cache/`), written atomically. Stdlib only: the cell runner uses it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from opmatrix.core import status
+from opmatrix.core.jobs import CellPlan, JobSpec, Mode
+from opmatrix.core.result import Result, RowError
+from opmatrix.incell import plugins
+
+FOLDER = "compile-cache"  # under the scratch root
+CACHEABLE = (*status.BUILD_ONLY, status.UNSUPPORTED)
+KEY_VERSION = 1  # raise when what a key covers changes
+ENGINE_PARTS = ("kit", "incell", "core")  # the packages of opmatrix a build runs through
+
+
+def applies(plan: CellPlan) -> bool:
+    """Whether this plan's results can come from, and go to, the cache: compile-only, with a cache folder."""
+    return plan.mode is Mode.COMPILE and bool(plan.compile_cache)
+
+
+def key(plan: CellPlan, job: JobSpec) -> str:
+    d = plan.cell_of(job).device
+    sources = [Path(plan.kernels_dir_of(job)) / job.kernel / "spec.py",
+               *plugins.implementation_files(Path(plan.kernels_dir_of(job)), job.kernel, job.backend),
+               Path(plan.backends_dir_of(job)) / plugins.module_file(job.backend)]
+    parts = [KEY_VERSION, engine_digest(), plan.cell_of(job).env_hash, d.vendor, d.arch, d.name,
+             job.kernel, job.workload, job.dtype, job.backend, job.variant, _digest(sources)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def engine_digest() -> str:
+    package = Path(__file__).resolve().parents[1]
+    return _digest(sorted(p for part in ENGINE_PARTS for p in (package / part).rglob("*.py")))
+
+
+def _digest(files: Iterable[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"(absent)") + b"\0")
+    return digest.hexdigest()
+
+
+def _file(plan: CellPlan, job: JobSpec) -> Path:
+    return Path(plan.compile_cache) / f"{key(plan, job)}.json"
+
+
+def cached(plan: CellPlan, job: JobSpec) -> Result | None:
+    """The job's row from the run that built it, restamped for this run; None when there is none to reuse."""
+    path = _file(plan, job)
+    try:
+        row = Result.from_json(path.read_text())
+    except (OSError, ValueError, RowError):  # absent, or damaged: build again
+        return None
+    if row.status not in CACHEABLE:
+        return None
+    note = f"cached from {row.run_id}"
+    return dataclasses.replace(row, **plan.identity(job), compile_cache=note, error=f"{row.error}; {note}",
+                               duration_s=0.0, started_at=_now())
+
+
+def remember(plan: CellPlan, row: Result) -> None:
+    """Keep a compile-only row of this plan for later runs (cacheable outcomes only)."""
+    job = next((j for j in plan.all_jobs() if plan.key(j) == row.key()), None)
+    if job is None or row.status not in CACHEABLE or row.compile_cache.startswith("cached from"):
+        return
+    path = _file(plan, job)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    staged.write_text(row.to_json())
+    os.replace(staged, path)
+
+
+def through(plan: CellPlan, run: Callable[[CellPlan], Iterator[Result]]) -> Iterator[Result]:
+    """The plan's rows: those the cache holds (unless plan.rebuild), then `run` of the plan's other jobs, each of
+    its rows kept for the next run."""
+    reused = {} if plan.rebuild else {job: cached(plan, job) for job in plan.all_jobs()}
+    yield from (row for row in reused.values() if row is not None)
+    left = [job for job in plan.all_jobs() if reused.get(job) is None]
+    if not left:
+        return
+    rest = plan.with_jobs(left)
+    for row in run(rest):
+        remember(rest, row)
+        yield row
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

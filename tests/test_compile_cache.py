@@ -1,0 +1,143 @@
+"""Compile-only rows kept between runs (opmatrix.incell.compile_cache): a device no host has gets its `compiles` /
+`lowers` / `unsupported` rows from the run that built them while the implementation's sources, the engine, the
+cell environment and the target are unchanged; the row says "cached from RUN"; an edit, a failure or --rebuild
+builds again."""
+import dataclasses
+
+import pytest
+
+from opmatrix import plan
+from opmatrix.core import status
+from opmatrix.core.result import Result
+from opmatrix.incell import compile_cache
+from opmatrix.matrix import load_matrix
+from opmatrix.scheduling.dispatch import compile_plan
+from tests.helpers import plugin_root
+
+LOWERS = """
+from opmatrix.kit import Compiled
+def build(workload, dtype, device, variant):
+    raise AssertionError("never run: no host has the device")
+def compile_for(workload, dtype, device, variant):
+    return Compiled("lowers", f"{device.arch} source")
+"""
+REFUSES = """
+from opmatrix.kit import Unsupported
+def build(workload, dtype, device, variant):
+    raise AssertionError("never run")
+def compile_for(workload, dtype, device, variant):
+    raise Unsupported("not for this GPU")
+"""
+MATRIX = """
+name = "cc"
+backends = ["src", "no"]
+[run]
+kernels_dir = "kernels"
+backends_dir = "backends"
+[[device]]
+id = "far"
+vendor = "nvidia"
+arch = "sm_90"
+name = "Nowhere GPU"
+[[toolchain]]
+name = "host"
+system = true
+[[kernel]]
+name = "probe"
+workloads = { nvidia = ["quick"] }
+dtypes = { nvidia = ["float32"] }
+"""
+
+
+@pytest.fixture
+def project(tmp_path):
+    plugin_root(tmp_path, {"src": LOWERS, "no": REFUSES})
+    (tmp_path / "m.toml").write_text(MATRIX)
+    return tmp_path
+
+
+def compile_plans(root, run_id):
+    planned = plan.cell_plans(load_matrix(root / "m.toml"), run_id, root / "scratch")
+    return [compile_plan(p) for p in planned]
+
+
+def built(p):
+    """What a cell runner hands back for these jobs: one row each, as the worker words it."""
+    def run(rest):
+        for job in rest.jobs:
+            outcome = (status.LOWERS, "sm_90 source") if job.backend == "src" else (status.UNSUPPORTED, "not for it")
+            yield Result(**rest.identity(job), status=outcome[0], error=outcome[1], compile_cache="cold",
+                         duration_s=1.5)
+    return run
+
+
+def test_a_second_run_reuses_the_rows_and_says_from_which_run(project):
+    first, = compile_plans(project, "r1")
+    rows = list(compile_cache.through(first, built(first)))
+    assert {r.compile_cache for r in rows} == {"cold"} and len(rows) == 2
+    again, = compile_plans(project, "r2")
+    rows = {r.backend: r for r in compile_cache.through(again, lambda rest: pytest.fail(f"built {rest.jobs}"))}
+    assert rows["src"].status == status.LOWERS and rows["no"].status == status.UNSUPPORTED
+    assert rows["src"].run_id == "r2" and rows["src"].compile_cache == "cached from r1"
+    assert rows["src"].error == "sm_90 source; cached from r1" and rows["src"].duration_s == 0.0
+
+
+def test_an_edited_implementation_is_built_again_and_the_others_are_not(project):
+    first, = compile_plans(project, "r1")
+    list(compile_cache.through(first, built(first)))
+    (project / "kernels" / "probe" / "src.py").write_text(LOWERS + "# edited\n")
+    again, = compile_plans(project, "r2")
+    asked = []
+    rows = list(compile_cache.through(again, lambda rest: asked.extend(rest.jobs) or built(rest)(rest)))
+    assert [j.backend for j in asked] == ["src"]
+    assert {r.backend: r.compile_cache for r in rows} == {"no": "cached from r1", "src": "cold"}
+
+
+def test_rebuild_builds_everything_again_and_keeps_the_new_rows(project):
+    first, = compile_plans(project, "r1")
+    list(compile_cache.through(first, built(first)))
+    forced = compile_plans(project, "r2")[0].replace(rebuild=True)
+    assert {r.compile_cache for r in compile_cache.through(forced, built(forced))} == {"cold"}
+    third, = compile_plans(project, "r3")
+    assert {r.compile_cache for r in compile_cache.through(third, built(third))} == {"cached from r2"}
+
+
+def test_failed_builds_and_timed_plans_are_never_cached(project):
+    first, = compile_plans(project, "r1")
+
+    def failing(rest):
+        for job in rest.jobs:
+            yield Result(**rest.identity(job), status=status.COMPILE_ERROR, error="nvcc crashed")
+    list(compile_cache.through(first, failing))
+    again, = compile_plans(project, "r2")
+    assert {r.compile_cache for r in compile_cache.through(again, built(again))} == {"cold"}
+    timed, = plan.cell_plans(load_matrix(project / "m.toml"), "r3", project / "scratch")
+    assert not compile_cache.applies(timed)  # a device a host has is built and timed every run
+
+
+def test_another_target_or_environment_is_another_key(project):
+    p, = compile_plans(project, "r1")
+    job = p.jobs[0]
+    other_arch = p.replace(cell=dataclasses.replace(p.cell, device=dataclasses.replace(p.cell.device, arch="sm_100")))
+    other_env = p.replace(cell=dataclasses.replace(p.cell, env_hash="another"))
+    keys = {compile_cache.key(x, job) for x in (p, other_arch, other_env)}
+    assert len(keys) == 3
+
+
+@pytest.mark.integration
+def test_a_real_run_twice_builds_once(project):
+    import pandas as pd
+
+    from opmatrix.run import run
+    from opmatrix.scheduling.local import LocalScheduler
+
+    def rows(run_id, **kw):
+        folder = run(project / "m.toml", reports_dir=project / "reports", run_id=run_id,
+                     scratch_root=project / "scratch", scheduler=LocalScheduler(), **kw)
+        return {r.backend: r for r in pd.read_parquet(folder / "results.parquet").itertuples()}
+    first = rows("r1")
+    assert first["src"].status == "lowers" and "sm_90 source" in first["src"].error, first["src"].error
+    assert first["no"].status == "unsupported" and first["src"].compile_cache != "cached from r1"
+    second = rows("r2")
+    assert second["src"].compile_cache == "cached from r1" and second["no"].compile_cache == "cached from r1"
+    assert second["src"].error == f"{first['src'].error}; cached from r1"
