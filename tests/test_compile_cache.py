@@ -1,7 +1,7 @@
-"""Compile-only rows kept between runs (opmatrix.incell.compile_cache): a device no host has gets its `compiles` /
-`lowers` / `unsupported` rows from the run that built them while the implementation's sources, the engine, the
-cell environment and the target are unchanged; the row says "cached from RUN"; an edit, a failure or --rebuild
-builds again."""
+"""Build outcomes kept between runs (opmatrix.incell.compile_cache): a device no host has gets its `compiles` /
+`lowers` / `unsupported` rows, and a device a host has its `unsupported` ones, from the run that made them while
+the implementation's sources, the engine, the cell environment, the host and the target are unchanged; the row says
+"cached from RUN"; an edit, a failure or --rebuild builds again, and a timed row is timed every run."""
 import dataclasses
 
 import pytest
@@ -102,7 +102,7 @@ def test_rebuild_builds_everything_again_and_keeps_the_new_rows(project):
     assert {r.compile_cache for r in compile_cache.through(third, built(third))} == {"cached from r2"}
 
 
-def test_failed_builds_and_timed_plans_are_never_cached(project):
+def test_failed_builds_are_never_cached(project):
     first, = compile_plans(project, "r1")
 
     def failing(rest):
@@ -111,8 +111,6 @@ def test_failed_builds_and_timed_plans_are_never_cached(project):
     list(compile_cache.through(first, failing))
     again, = compile_plans(project, "r2")
     assert {r.compile_cache for r in compile_cache.through(again, built(again))} == {"cold"}
-    timed, = plan.cell_plans(load_matrix(project / "m.toml"), "r3", project / "scratch")
-    assert not compile_cache.applies(timed)  # a device a host has is built and timed every run
 
 
 def test_another_target_or_environment_is_another_key(project):
@@ -141,3 +139,26 @@ def test_a_real_run_twice_builds_once(project):
     second = rows("r2")
     assert second["src"].compile_cache == "cached from r1" and second["no"].compile_cache == "cached from r1"
     assert second["src"].error == f"{first['src'].error}; cached from r1"
+
+
+def test_a_timed_cell_reuses_only_its_unsupported_rows(project):
+    def timed_plan(run_id):
+        p, = plan.cell_plans(load_matrix(project / "m.toml"), run_id, project / "scratch")
+        return p  # a device this host has: built and timed
+
+    def run(rest):
+        for job in rest.jobs:
+            outcome = status.OK if job.backend == "src" else status.UNSUPPORTED
+            yield Result(**rest.identity(job), status=outcome, error="" if outcome == status.OK else "not here")
+    first = timed_plan("r1")
+    assert compile_cache.applies(first)
+    list(compile_cache.through(first, run))
+    again = timed_plan("r2")
+    asked = []
+    rows = {r.backend: r for r in compile_cache.through(again, lambda rest: asked.extend(rest.jobs) or run(rest))}
+    assert [j.backend for j in asked] == ["src"]  # an ok row is timed again every run
+    assert rows["no"].compile_cache == "cached from r1" and rows["src"].compile_cache == ""
+    partner = dataclasses.replace(again.jobs[0], variant="partner")
+    kept = []
+    list(compile_cache.through(again.replace(partners=(partner,)), lambda rest: kept.append(rest.partners) or ()))
+    assert kept == [(partner,)]  # a resumed job's timing partners stay with it

@@ -427,8 +427,8 @@ def kept_samples(samples: list[float], most: int = SAMPLES_KEPT) -> list[float]:
 def run_cell(plan: CellPlan, on_now: Callable[[str], None] | None = None,
              on_stage: Callable[[tuple, str], None] | None = None) -> Iterator[Result]:
     """The cell runner as a function: plan (cell, jobs, settings, folders) -> results, one per job; `on_now`
-    hears what it is doing between two results, `on_stage` each group's phase (build, timing). Compile-only
-    rows that an earlier run built from the same sources come from the cache (opmatrix.incell.compile_cache)."""
+    hears what it is doing between two results, `on_stage` each group's phase (build, timing). Compile-only and
+    unsupported rows an earlier run made from the same sources come from the cache (opmatrix.incell.compile_cache)."""
     if compile_cache.applies(plan):
         yield from compile_cache.through(plan, lambda rest: CellRunner(rest, on_now, on_stage).results())
         return

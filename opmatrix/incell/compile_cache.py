@@ -1,11 +1,14 @@
-"""Compile-only results kept between runs, as asv skips unchanged work: a device no host has gets its rows
+"""Build outcomes kept between runs, as asv skips unchanged work: a device no host has gets its compile-only rows
 (`compiles`, `lowers`, `unsupported`) from an earlier run when nothing that decides them changed, instead of
-building again. The key is the job's target and the sources that decide the build:
+building again; so does a device a host has for its `unsupported` rows (an implementation that refuses the device,
+decided in a worker that imports its compiler), while every other job there is built and timed as always. The key
+is the job's target and the sources that decide the build:
 
 - the implementation's source digest: the kernel's spec.py, kernels/<kernel>/<backend>.py and the sources beside it
   that carry its name (`plugins.implementation_files`), and the backend adapter file;
 - the engine's own code a build runs through (opmatrix/kit, opmatrix/incell, opmatrix/core);
-- the cell environment's hash (device and toolchain: the packages the build imports);
+- the cell environment's hash (device and toolchain: the packages the build imports) and this host (its compilers
+  and devices: as asv, results are kept per machine);
 - the target: device vendor, arch and name, and the job (kernel, workload, dtype, backend, variant).
 
 A reused row says so: `compile_cache` is "cached from RUN" and its reason ends "; cached from RUN" (RUN: the run
@@ -21,6 +24,7 @@ import functools
 import hashlib
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -30,14 +34,15 @@ from opmatrix.core.result import Result, RowError
 from opmatrix.incell import plugins
 
 FOLDER = "compile-cache"  # under the scratch root
-CACHEABLE = (*status.BUILD_ONLY, status.UNSUPPORTED)
+CACHEABLE = {Mode.COMPILE: (*status.BUILD_ONLY, status.UNSUPPORTED), Mode.RUN: (status.UNSUPPORTED,)}
 KEY_VERSION = 1  # raise when what a key covers changes
 ENGINE_PARTS = ("kit", "incell", "core")  # the packages of opmatrix a build runs through
 
 
 def applies(plan: CellPlan) -> bool:
-    """Whether this plan's results can come from, and go to, the cache: compile-only, with a cache folder."""
-    return plan.mode is Mode.COMPILE and bool(plan.compile_cache)
+    """Whether this plan's results can come from, and go to, the cache: one with a cache folder, compile-only or
+    timed (not a [[compare]]'s pair of toolchains, whose rows are read side by side)."""
+    return plan.mode in CACHEABLE and bool(plan.compile_cache) and plan.rival is None
 
 
 def key(plan: CellPlan, job: JobSpec) -> str:
@@ -45,7 +50,7 @@ def key(plan: CellPlan, job: JobSpec) -> str:
     sources = [Path(plan.kernels_dir_of(job)) / job.kernel / "spec.py",
                *plugins.implementation_files(Path(plan.kernels_dir_of(job)), job.kernel, job.backend),
                Path(plan.backends_dir_of(job)) / plugins.module_file(job.backend)]
-    parts = [KEY_VERSION, engine_digest(), plan.cell_of(job).env_hash, d.vendor, d.arch, d.name,
+    parts = [KEY_VERSION, engine_digest(), plan.cell_of(job).env_hash, socket.gethostname(), d.vendor, d.arch, d.name,
              job.kernel, job.workload, job.dtype, job.backend, job.variant, _digest(sources)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
@@ -74,7 +79,7 @@ def cached(plan: CellPlan, job: JobSpec) -> Result | None:
         row = Result.from_json(path.read_text())
     except (OSError, ValueError, RowError):  # absent, or damaged: build again
         return None
-    if row.status not in CACHEABLE:
+    if row.status not in CACHEABLE[plan.mode]:
         return None
     note = f"cached from {row.run_id}"
     return dataclasses.replace(row, **plan.identity(job), compile_cache=note, error=f"{row.error}; {note}",
@@ -84,7 +89,7 @@ def cached(plan: CellPlan, job: JobSpec) -> Result | None:
 def remember(plan: CellPlan, row: Result) -> None:
     """Keep a compile-only row of this plan for later runs (cacheable outcomes only)."""
     job = next((j for j in plan.all_jobs() if plan.key(j) == row.key()), None)
-    if job is None or row.status not in CACHEABLE or row.compile_cache.startswith("cached from"):
+    if job is None or row.status not in CACHEABLE[plan.mode] or row.compile_cache.startswith("cached from"):
         return
     path = _file(plan, job)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +106,7 @@ def through(plan: CellPlan, run: Callable[[CellPlan], Iterator[Result]]) -> Iter
     left = [job for job in plan.all_jobs() if reused.get(job) is None]
     if not left:
         return
-    rest = plan.with_jobs(left)
+    rest = plan.with_jobs(left, plan.partners)
     for row in run(rest):
         remember(rest, row)
         yield row
