@@ -74,6 +74,8 @@ class Device(_Model):
                                         "'>=590,<600' (NVIDIA) or '>=6.12' (AMD); hosts outside it are not this device")
     runtime: VersionRange | None = Field(None, description="the CUDA or ROCm versions the host's driver offers that "
                                          "this device accepts, e.g. '13.*' or '>=6.4'")
+    host: str | None = Field(None, description="regular expression matched against the host's name: a device of "
+                             "chosen hosts (a second baseline host for a host A/A, say)")
     description: str = Field("", description="free text, shown in reports")
 
     @model_validator(mode="after")
@@ -83,9 +85,11 @@ class Device(_Model):
                              "vendor to nvidia or amd")
         return self
 
-    @field_validator("name")
+    @field_validator("name", "host")
     @classmethod
-    def _regex(cls, value: str) -> str:
+    def _regex(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         try:
             re.compile(value)
         except re.error as exc:

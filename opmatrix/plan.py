@@ -13,7 +13,7 @@ from opmatrix.incell import compile_cache, plugins
 from opmatrix.matrix import Matrix
 
 
-LATER_KEYS = (*HOST_FACTS, "find_links")  # keys added after environments were first hashed: left out while unset
+LATER_KEYS = (*HOST_FACTS, "host", "find_links")  # keys added after environments were first hashed: left out while unset
 
 
 def env_hash(device: DeviceSpec, toolchain: ToolchainSpec) -> str:

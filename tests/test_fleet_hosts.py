@@ -102,7 +102,7 @@ def test_a_device_without_ranges_keeps_its_environment_hash(matrix):
     def before(record, added) -> dict:  # the record as it was hashed before the keys were added
         return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in added}
 
-    assert plan_mod.env_hash(device, toolchain) == digest({"device": before(device, ("driver", "runtime")),
+    assert plan_mod.env_hash(device, toolchain) == digest({"device": before(device, ("driver", "runtime", "host")),
                                                            "toolchain": before(toolchain, ("find_links",))})
     canary = plan_mod.device_spec(matrix.devices()["h200-canary"])
     assert "driver >=590,<600, runtime 13.*" in canary.describe()  # what a no_host row says it wanted
@@ -161,3 +161,22 @@ def test_a_cell_task_selects_its_nodes_and_a_lost_one_retries_only_inside_the_ra
     assert retry is not None and retry.selector == selector
     gone, why = after_loss(run, fleet.alive_devices([node(STABLE)], selector), "NodeDiedError")  # an H200, wrong driver
     assert gone is None and "no other live node offers" in why
+
+
+def test_a_device_can_name_its_hosts_for_a_second_baseline_host(write_matrix):
+    """The host A/A needs the baseline software on two hosts: two devices of one model and range, each naming its
+    hosts by a pattern on the host's name; Ray selects on the opmatrix.io/host label the host advertises."""
+    second = FLEET.replace('driver = "<590"', 'driver = "<590"\nhost = "^gpu-a$"') + (
+        '[[device]]\nid = "h200-stable-b"\nvendor = "nvidia"\narch = "sm_90"\nname = "H200"\ndriver = "<590"\n'
+        'host = "^gpu-b$"\n')
+    m = load_matrix(write_matrix(second))
+    a, b = dataclasses.replace(STABLE, host="gpu-a"), dataclasses.replace(STABLE, host="gpu-b")
+    assert hosts.resolve(m.device, [a, b]) == {"h200-stable": [a], "h200-stable-b": [b]}
+    assert "not h200-stable: host 'gpu-b' does not match /^gpu-a$/" in "\n".join(fleet.explain(m.device, [b]))
+    nodes = [node(a), node(b), node(UNKNOWN)]
+    assert resources.host_labels([a])["opmatrix.io/host"] == "gpu-a"
+    assert fleet.selectors(m.device, nodes)["h200-stable-b"] == {"opmatrix.io/nvidia-driver": "in(580.95.05)",
+                                                                 "opmatrix.io/host": "in(gpu-b)"}
+    assert "host ~ /^gpu-b$/" in plan_mod.device_spec(m.devices()["h200-stable-b"]).describe()
+    with pytest.raises(MatrixError, match=r"device\[0\]\.host = '\(': not a regular expression"):
+        load_matrix(write_matrix(second.replace('host = "^gpu-a$"', 'host = "("')))

@@ -62,10 +62,12 @@ class DeviceSpec:
     description: str = ""
     driver: str | None = None  # host facts it accepts (version ranges): hosts outside them are not this device
     runtime: str | None = None
+    host: str | None = None  # regular expression on the host's name
 
     def describe(self) -> str:
         facts = "".join(f", {k} {getattr(self, k)}" for k in HOST_FACTS if getattr(self, k))
-        return f"{self.vendor} {self.arch}, name ~ /{self.name}/{facts}"
+        return f"{self.vendor} {self.arch}, name ~ /{self.name}/{facts}" + (f", host ~ /{self.host}/" if self.host
+                                                                            else "")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The fleet as Ray sees it: each live node's devices with that node's host facts, which matrix device each
 satisfies (and why not), and the label selector that keeps a device's cells on the nodes inside its driver and
-runtime ranges.
+runtime ranges (and, for a device that names its hosts, on those hosts: the opmatrix.io/host label).
 
 A Ray task can ask for one custom resource per device model, but a driver range may hold several driver versions
 (two canary hosts on 590.44 and 590.48): the selector `opmatrix.io/nvidia-driver in (590.44.01, 590.48.01)` lists
@@ -23,7 +23,8 @@ def node_devices(node: dict) -> dict[HostDevice, str]:
         device = resources.parse_resource(name)
         if device is not None:
             facts = host_facts.facts_from_labels(device.vendor, labels) if device.vendor != "cpu" else {}
-            out[HostDevice(device.vendor, "", device.name, device.arch, **facts)] = name
+            host = labels.get(host_facts.HOST_LABEL, "")  # only what the node advertises: a selector can use it
+            out[HostDevice(device.vendor, "", device.name, device.arch, **facts, host=host)] = name
     return out
 
 
@@ -42,10 +43,13 @@ def selectors(matrix_devices: list, nodes: list[dict]) -> dict[str, dict[str, st
     assigned = hosts.resolve(matrix_devices, list(offered(nodes)))
     out = {}
     for device in matrix_devices:
-        facts, found = host_facts.constrained(device), assigned.get(device.id)
-        if facts and found:
-            out[device.id] = {host_facts.label_key(device.vendor, fact): "in({})".format(
-                ",".join(sorted({host_facts.label_value(getattr(h, fact)) for h in found}))) for fact in facts}
+        found = assigned.get(device.id)
+        keys = {host_facts.label_key(device.vendor, fact): fact for fact in host_facts.constrained(device)}
+        if getattr(device, "host", None):
+            keys[host_facts.HOST_LABEL] = "host"
+        if keys and found:
+            out[device.id] = {key: "in({})".format(",".join(sorted({host_facts.label_value(getattr(h, fact))
+                                                                    for h in found}))) for key, fact in keys.items()}
     return out
 
 
@@ -61,7 +65,7 @@ def alive_devices(nodes: list[dict], selector: dict[str, str]) -> dict[str, floa
 
 
 def describe(host: HostDevice) -> str:
-    facts = "".join(f", {fact} {getattr(host, fact)}" for fact in HOST_FACTS if getattr(host, fact))
+    facts = "".join(f", {fact} {getattr(host, fact)}" for fact in (*HOST_FACTS, "host") if getattr(host, fact))
     return f"{host.vendor:<6} {host.index or '-':>2}  {host.name}  ({host.arch}{facts})"
 
 

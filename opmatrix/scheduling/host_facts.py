@@ -47,6 +47,15 @@ def fact_labels(devices) -> dict[str, str]:
     return labels
 
 
+HOST_LABEL = LABEL_PREFIX + "host"  # the host's name, for devices that pick hosts by name (`host` pattern)
+
+
+def host_label(devices) -> dict[str, str]:
+    """The label naming the host, from its devices' probe (empty when the probe did not name it)."""
+    name = label_value(next((d.host for d in devices if getattr(d, "host", "")), ""))
+    return {HOST_LABEL: name} if name else {}
+
+
 def facts_from_labels(vendor: str, labels: dict[str, str]) -> dict[str, str]:
     """The facts a node's labels state for one vendor (the inverse of fact_labels); missing ones are ''."""
     return {fact: labels.get(label_key(vendor, fact), "") for fact in HOST_FACTS}

@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ class HostDevice:
     arch: str
     driver: str = ""  # the GPU driver's version ("" for the CPU or when the probe found none)
     runtime: str = ""  # the CUDA / ROCm version that driver offers
+    host: str = ""  # the host's name (what a device's `host` pattern is matched against)
 
 
 def _run(args: list[str]) -> str:
@@ -136,7 +138,8 @@ def visible(gpus: list[HostDevice], environ: dict) -> list[HostDevice]:
 
 def detect_local() -> list[HostDevice]:
     gpus = visible(nvidia_gpus() + amd_gpus(), dict(os.environ))
-    return [HostDevice("cpu", "", _cpu_name(), platform.machine())] + gpus
+    devices = [HostDevice("cpu", "", _cpu_name(), platform.machine())] + gpus
+    return [dataclasses.replace(d, host=socket.gethostname()) for d in devices]
 
 
 def why_not(device, host: HostDevice) -> str:
@@ -147,6 +150,8 @@ def why_not(device, host: HostDevice) -> str:
         return f"arch {host.arch}, the device wants {device.arch}"
     if re.search(device.name, host.name, re.IGNORECASE) is None:
         return f"name {host.name!r} does not match /{device.name}/"
+    if getattr(device, "host", None) and re.search(device.host, host.host) is None:
+        return f"host {host.host or '(not advertised)'!r} does not match /{device.host}/"
     return host_facts.why_not(device, {"driver": host.driver, "runtime": host.runtime})
 
 

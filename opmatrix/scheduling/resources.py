@@ -58,11 +58,11 @@ def host_resources(devices: list[HostDevice]) -> dict[str, float]:
 def host_labels(devices: list[HostDevice]) -> dict[str, str]:
     gpus = [d for d in devices if d.vendor != "cpu"]
     if not gpus:
-        return {"opmatrix.io/vendor": "cpu"}
+        return {"opmatrix.io/vendor": "cpu", **host_facts.host_label(devices)}
     first = gpus[0]
     return {"opmatrix.io/vendor": first.vendor, "opmatrix.io/arch": slug(first.arch),
             "opmatrix.io/gpu": slug(first.name)[:63], "opmatrix.io/gpu-count": str(len(gpus)),
-            **host_facts.fact_labels(gpus)}
+            **host_facts.fact_labels(gpus), **host_facts.host_label(devices)}
 
 
 def ray_start_args(devices: list[HostDevice]) -> str:
