@@ -10,7 +10,6 @@ import time
 
 from opmatrix.incell.plugins import Unsupported
 
-VARIANTS = ("default", "tuned")
 EFFORT = "quick"  # Helion's autotuning preset for `tuned` ('quick': a bounded search, minutes not hours)
 
 

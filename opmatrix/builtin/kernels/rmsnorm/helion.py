@@ -9,7 +9,7 @@ import torch
 from opmatrix.kit import Built, helion as kit, load_spec
 
 spec = load_spec(__file__)
-VARIANTS = kit.VARIANTS
+VARIANTS = ("default", "tuned")  # tuned: Helion's autotuner (opmatrix.kit.helion)
 
 
 def _rmsnorm(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, eps: float) -> None:

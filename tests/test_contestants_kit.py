@@ -1,0 +1,78 @@
+"""Issue 31's helpers and the contestants that need nothing beyond the test environment (Triton 3.9 carries Gluon):
+kit.cubin reads a real cubin's arch and resources, kit.nvidia gives every NVIDIA-only contestant the same refusals,
+and the Gluon kernels build for sm_90 / sm_100 / gfx942 on this CPU host, refusing what they do not cover. The
+contestants whose packages this environment lacks run in real nox cells: test_contestants_cells.py."""
+import pytest
+
+from opmatrix import paths
+from opmatrix.core.jobs import DeviceInfo
+from opmatrix.incell import plugins
+from opmatrix.incell.plugins import Unsupported
+from opmatrix.kit import cubin, nvidia
+
+H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
+B200 = DeviceInfo("b200", "nvidia", "sm_100", "B200")
+A100 = DeviceInfo("a100", "nvidia", "sm_80", "A100")
+MI300X = DeviceInfo("mi300x", "amd", "gfx942", "MI300X")
+CPU = DeviceInfo("cpu", "cpu", "x86_64", "CPU")
+
+
+def _triton_cubin(capability: int) -> bytes:
+    """A real cubin: a two-line Triton kernel compiled for sm_<capability> (no GPU needed)."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def double(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+    source = ASTSource(fn=double, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                       constexprs={"BLOCK": 128})
+    return triton.compile(source, target=GPUTarget("cuda", capability, 32)).asm["cubin"]
+
+
+def test_a_cubin_states_its_own_arch_and_resources_and_anything_else_is_refused():
+    for capability, arch in ((90, "sm_90"), (100, "sm_100a")):
+        binary = _triton_cubin(capability)
+        assert cubin.sm(binary) == capability
+        text, facts = cubin.describe(arch, binary)
+        assert text.startswith(f"{arch} cubin") and text.endswith(f"({len(binary)} bytes)"), text
+        assert facts["cubin_bytes"] == len(binary) > 0
+        assert cubin.cuobjdump() and facts["registers"] > 0 and facts["local_bytes"] == 0, facts  # Triton's copy
+    with pytest.raises(cubin.NotACubin, match="asked for sm_100, the cubin's ELF header says sm_90"):
+        cubin.describe("sm_100", _triton_cubin(90))
+    with pytest.raises(cubin.NotACubin, match="not a 64-bit ELF"):
+        cubin.sm(b"\x7fELF" + bytes(10))
+
+
+def test_nvidia_only_contestants_refuse_cpus_amd_gpus_and_archs_below_their_floor():
+    assert nvidia.device_reason(H200, "quack", min_sm=90) is None
+    assert "NVIDIA GPUs only" in nvidia.device_reason(CPU, "cuTile")
+    assert "an AMD GPU (gfx942) needs a separate implementation" in nvidia.device_reason(MI300X, "cuTile")
+    assert nvidia.device_reason(A100, "quack", min_sm=90) == "quack needs sm_90 or later; sm_80 is older"
+    with pytest.raises(Unsupported, match="FlashAttention 4 needs sm_90"):
+        nvidia.require(A100, "FlashAttention 4", min_sm=90)
+    assert [nvidia.arch_label(d) for d in (H200, B200, A100)] == ["sm_90a", "sm_100a", "sm_80"]
+
+
+@pytest.mark.integration
+def test_gluon_kernels_build_for_hopper_blackwell_and_mi300x_and_refuse_what_they_do_not_cover():
+    specs = {k: plugins.load_spec(paths.BUILTIN_KERNELS, k) for k in ("rmsnorm", "gemm_relu")}
+    norm = plugins.load_impl(paths.BUILTIN_KERNELS, "rmsnorm", "gluon")
+    for device, binary in ((H200, "sm_90 cubin"), (B200, "sm_100 cubin"), (MI300X, "gfx942 hsaco")):
+        built = norm.compile_for(specs["rmsnorm"].WORKLOADS["odd_5120"], "bfloat16", device, "default")
+        assert built.status == "compiles" and binary in built.what, built.what
+    assert built.config["LANES"] == 64 and built.config["BLOCK"] == 8192  # a wavefront is 64 lanes
+    gemm = plugins.load_impl(paths.BUILTIN_KERNELS, "gemm_relu", "gluon")
+    square = specs["gemm_relu"].WORKLOADS["square_4096"]
+    for device in (H200, B200):
+        assert gemm.compile_for(square, "float16", device, "default").status == "compiles"
+    with pytest.raises(Unsupported, match="MFMA"):
+        gemm.compile_for(square, "float16", MI300X, "default")
+    with pytest.raises(Unsupported, match="tf32"):
+        gemm.compile_for(square, "float32", H200, "default")
+    backend = plugins.load_backend(paths.BUILTIN_BACKENDS, "gluon")
+    assert "no CPU mode" in backend.covers(CPU)
