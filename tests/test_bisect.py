@@ -237,3 +237,15 @@ def test_a_probe_matrix_pins_both_sides_and_compares_them(project):
         ("fakeblas-1.0", ["fakeblas==1.0"], str(index)), ("fakeblas-1.5", ["fakeblas==1.5"], str(index))]
     assert [(c.baseline, c.candidate) for c in d.compare] == [("fakeblas-1.0", "fakeblas-1.5")]
     assert d.kernels_dir() == m.kernels_dir() and d.backends == ["fb", "torch"]
+
+
+def test_a_probe_keeps_the_excludes_that_still_apply(project, write_matrix):
+    root, _ = project
+    text = (root / "m.toml").read_text().replace('kernels_dir = "kernels"', f'kernels_dir = "{root}/kernels"').replace(
+        'backends_dir = "backends"', f'backends_dir = "{root}/backends"')
+    m = load_matrix(write_matrix(text + '[[device]]\nid = "cpu2"\nvendor = "cpu"\narch = "auto"\n'
+                                 '[[exclude]]\nbackend = "fb"\nvariant = "other"\n[[exclude]]\ntoolchain = '
+                                 '"host"\nworkload = "n256"\nvariant = "x"\n[[exclude]]\ndevice = "cpu2"\n'))
+    target = bisect_probe.choose_target(m, "fakeblas", "cpu", None, None, None, None, None)
+    kept = bisect_probe.probe_matrix(m, target, "fakeblas", "1.0", "1.5")["exclude"]
+    assert kept == [{"backend": "fb", "variant": "other"}, {"workload": "n256", "variant": "x"}]

@@ -156,7 +156,23 @@ def probe_matrix(m: Matrix, target: Target, package: str, good: str, version: st
         sides.append(side)
     data["toolchain"] = sides
     data["compare"] = [{"baseline": sides[0]["name"], "candidate": sides[1]["name"]}]
+    data["exclude"] = _kept_excludes(m, target, data["backends"])
     return data
+
+
+def _kept_excludes(m: Matrix, target: Target, backends: list[str]) -> list[dict]:
+    """The matrix's excludes that still apply to the probe's matrix (those of the target's toolchain apply to both
+    sides, so they lose their toolchain key): `variant` excludes keep a probe to the variants that matter."""
+    present = {"device": {target.device}, "toolchain": {target.toolchain}, "kernel": {target.kernel},
+               "workload": {target.workload}, "dtype": {target.dtype}, "backend": set(backends)}
+    kept = []
+    for ex in m.exclude:
+        values = ex.model_dump(exclude_defaults=True)
+        if all(values[key] in names for key, names in present.items() if key in values):
+            values.pop("toolchain", None)
+            if any(k in values for k in ("device", "kernel", "backend", "workload", "dtype", "variant")):
+                kept.append(values)
+    return kept
 
 
 def toml(data: dict) -> str:
