@@ -199,6 +199,13 @@ def test_a_neighbour_that_disagrees_leaves_the_answer_unconfirmed_and_unknown_st
     assert "run again" in result.summary()
 
 
+def test_a_good_version_that_does_not_run_is_no_reference():
+    gained = bisect_probe.compare.RowChange("cpu", "k", "w", "float32", "fb", outcome=bisect_probe.compare.IMPROVED,
+                                            status_before="not_installed", status_after="ok")
+    probe = bisect.judged("1.5", gained, "probe-01-1.5")
+    assert probe.verdict == UNKNOWN and "the good version's own row is not_installed" in probe.why[0]
+
+
 @pytest.mark.integration  # pip and opmatrix in subprocesses: seconds
 def test_versions_and_targets_are_checked_before_any_probe(project):
     root, index = project

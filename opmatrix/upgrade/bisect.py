@@ -58,6 +58,10 @@ def judged(version: str, change: compare.RowChange | None, run: str, watch=WATCH
     """A probe from the target row of its comparison (None: the row is missing from the run)."""
     if change is None:
         return Probe(version, UNKNOWN, why=["the target row is not in the probe's run"], run=run)
+    if change.status_before not in compare.COVERED:  # a reference that does not work judges nothing
+        return Probe(version, UNKNOWN, outcome=change.outcome, status=change.status_after, run=run,
+                     why=[f"the good version's own row is {change.status_before} in this probe, so it is no "
+                          "reference: choose a good version that runs here"])
     verdict = {compare.BREAKS: BAD, compare.SAME: GOOD, compare.IMPROVED: GOOD}.get(change.outcome, UNKNOWN)
     if change.outcome == compare.RISK:
         verdict = BAD if set(change.risks) & set(watch) else GOOD
