@@ -3,11 +3,15 @@ software on a second baseline host b (the host A/A), the canary device on host c
 drift per round, worker offsets and burst noise, and its own host factor on the contestant's time relative to the
 framework (cooling, power limit: what differs between hosts of the same software). The comparison is the real code
 (opmatrix.upgrade.cross_host over compare.compare_unpaired); the rows are its inputs."""
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from opmatrix.core.result import Result
-from opmatrix.store import frame
+from opmatrix.store import ResultStore, RunManifest, frame
 from opmatrix.upgrade import compare, cross_host
 
 ROUNDS, DRIFT, NOISE, PROCESS, CLOCK = 20, 0.02, 0.01, 0.005, 0.03
@@ -90,3 +94,29 @@ def test_a_device_not_in_the_run_is_named_with_the_devices_it_has():
     with pytest.raises(cross_host.CrossHostError, match=r"device 'h200-nope' has no rows in this run; devices in it: "
                                                         r"h200-canary, h200-stable, h200-stable-b"):
         cross_host.compare_hosts(fleet_run(0, 1.0), "h200-stable", "h200-nope", 1.05)
+
+
+@pytest.mark.integration  # opmatrix in a subprocess
+def test_opmatrix_compare_judges_a_stored_fleet_run_across_hosts(tmp_path):
+    rng = np.random.default_rng(5)
+    store = ResultStore(tmp_path / "fleet")
+    for r in host_rows(rng, "h200-stable", 1.0) + host_rows(rng, "h200-stable-b", 1.0) + \
+            host_rows(rng, "h200-canary", 1.0, 1.30):
+        store.append(r)
+    store.write_manifest(RunManifest(run_id="fleet", started_at="2026-12-02T03:00:00+00:00", baseline="torch",
+                                     acceptance={"min_speedup": 1.05}))
+
+    def compare_cli(*flags):
+        return subprocess.run([sys.executable, "-m", "opmatrix", "compare", "fleet", "--reports", str(tmp_path),
+                               *flags], capture_output=True, text=True, timeout=120)
+
+    out = compare_cli("--baseline-device", "h200-stable", "--candidate-device", "h200-canary", "--host-aa-device",
+                      "h200-stable-b", "--json", "--strict", "--junit", str(tmp_path / "c.xml"))
+    assert out.returncode == 1, out.stderr  # a risk, with --strict
+    [c] = json.loads(out.stdout)
+    assert c["verdict"] == compare.RISK and c["hosts"].startswith("h200-stable (gpu-a) against h200-canary (gpu-c)")
+    assert (tmp_path / "c.xml").is_file()
+    wrong = compare_cli("--baseline-device", "h200-stable", "--candidate-device", "h200-nope")
+    assert wrong.returncode == 2 and "device 'h200-nope' has no rows in this run" in wrong.stderr
+    half = compare_cli("--candidate-device", "h200-canary")
+    assert half.returncode == 2 and "names both sides" in half.stderr
