@@ -6,7 +6,8 @@ lands. Cell ids, hosts, backend labels and error texts are data, never markup: `
 variant and an error naming `[/usr/include/x.h]` cannot crash the run's output, and a control character in them
 (an escape sequence that would clear the screen or retitle the terminal) is written out, in the live bars too
 (opmatrix.core.text.visible). Status colours come from the one table in opmatrix.report.styles, so the live view
-and the report agree.
+and the report agree. `no_host` rows (a device no host of the run has; a default matrix plans hundreds) are counted
+and said in one line per device when the run ends, in either mode.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class ProgressView:
             jobs[p.cell.device.id] = jobs.get(p.cell.device.id, 0) + len(p.all_jobs())
         self.total = sum(jobs.values())
         self.done = 0
+        self.hostless: dict[str, int] = {}  # device -> its `no_host` rows: one log line per device, not per row
         self.live = console.is_terminal
         self.bars = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                              TimeElapsedColumn(), TextColumn("{task.fields[now]}", markup=False),
@@ -55,6 +57,8 @@ class ProgressView:
     def __exit__(self, *exc) -> None:
         if self.live:
             self.bars.stop()
+        for device, n in sorted(self.hostless.items()):
+            self.note(f"{device}: {n} job(s) no_host (no host of this run has it; each is a stored row)")
 
     def started(self, cell: str, where: str) -> None:
         state = self._cell(cell)
@@ -87,6 +91,9 @@ class ProgressView:
         if self.overall is not None:
             self.bars.advance(self.overall)
         self._show(state.device)
+        if r.status == status.NO_HOST:  # a default matrix plans hundreds: counted, said once per device at the end
+            self.hostless[state.device] = self.hostless.get(state.device, 0) + 1
+            return
         self._log(self._result_line(r, label))
 
     def _result_line(self, r: Result, label: str) -> str:

@@ -59,11 +59,19 @@ def kernel_table(kernel: str, k) -> Section:
     labels = sorted(k.label.unique())
     split = mixes_toolchains(k, KEYS)
     capped = power_capped_cells(k)
+    entries: dict[tuple, dict] = {}  # (device, workload, dtype, toolchain) -> label -> its row (the first)
+    best: dict[tuple, tuple] = {}  # the same key -> its fastest row (the first of equal medians)
+    for r in k.itertuples(index=False):  # one pass: a table of 200,000 rows is not filtered once per entry
+        key = (r.device, r.workload, r.dtype, r.toolchain)
+        entries.setdefault(key, {}).setdefault(r.label, r)
+        if key not in best or r.median_ms < best[key].median_ms:
+            best[key] = r
     rows = []
-    for (device, workload, dtype, toolchain), g in k.groupby(KEYS + ["toolchain"]):
+    for key in sorted(entries):  # groupby's order
+        device, workload, dtype, toolchain = key
         row = key_cells([device, workload, dtype], toolchain, split)
-        row += [timing(g[g.label == label]) for label in labels]
-        row.append(fastest(g.loc[g.median_ms.idxmin()], capped))
+        row += [timing(entries[key].get(label)) for label in labels]
+        row.append(fastest(best[key], capped))
         rows.append(row)
     text = [str(v) for row in rows for v in row]
     note = (PERFORMANCE_NOTE + (LAUNCH_NOTE if any(v.endswith(": launch-bound") for v in text) else "")
@@ -99,11 +107,11 @@ def _span(values) -> str:
     return f"{low}" if low == high else f"{low}–{high}"
 
 
-def timing(hit) -> str:
-    """One backend's entry: median, speed-up, CUDA-graph time, and the clock mark when the clock dropped."""
-    if hit.empty:
+def timing(r) -> str:
+    """One backend's entry (its row, or None where it has none): median, speed-up, CUDA-graph time, and the clock
+    mark when the clock dropped."""
+    if r is None:
         return ""
-    r = hit.iloc[0]  # one row: a (cell, workload, dtype, backend, variant) has one result
     speed = paired(r) or (f" ({stats.ratio_text(r.speedup_vs_framework)}x)" if present(r.speedup_vs_framework)
                            else "")
     graph = f"; graph {r.graph_median_ms:.3g}" if present(r.graph_median_ms) else ""
@@ -131,6 +139,7 @@ def clock_dropped(value) -> bool:
 
 def roofline_bound_s(r) -> float | None:
     """The least time the call could take at the measured ceilings (compute or memory), or None without them."""
+    r = r._asdict() if hasattr(r, "_asdict") else r  # a row as a tuple (itertuples), a Series or a dict
     terms = []
     if present(r["flops"]) and present(r["ceiling_tflops"]) and r["ceiling_tflops"] > 0:
         terms.append(r["flops"] / (r["ceiling_tflops"] * 1e12))
@@ -151,13 +160,13 @@ def power_capped_cells(k) -> set[str]:
 
 
 def fastest(best, capped: set[str]) -> str:
-    label = best["label"]
+    label = best.label
     if launch_bound(best):
         return f"{label}: launch-bound"
-    if not present(best["tflops"]):
+    if not present(best.tflops):
         return label
-    rate = f"{best['gbps']:.0f} GB/s" if best["flops"] < best["min_bytes"] * 8 else f"{best['tflops']:.1f} TFLOP/s"
-    return f"{label}: {rate}{roofline(best['roofline_pct'], best['cell'] in capped)}"
+    rate = f"{best.gbps:.0f} GB/s" if best.flops < best.min_bytes * 8 else f"{best.tflops:.1f} TFLOP/s"
+    return f"{label}: {rate}{roofline(best.roofline_pct, best.cell in capped)}"
 
 
 def roofline(pct, capped: bool) -> str:

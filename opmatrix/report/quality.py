@@ -55,19 +55,24 @@ def aa_floors(timed) -> list[str]:
     lines = []
     twins = timed[stats.twinned_baselines(timed)]
     for (kernel, device, toolchain), g in twins.groupby(["kernel", "device", "toolchain"]):
-        floors = []  # (interval, row, its per-round A/A ratios) per workload
-        for r in g.itertuples():
-            ratios = stats.ratios(r.aa_round_ms, r.round_ms)
-            interval = stats.median_interval(ratios)
-            if interval:
-                floors.append((interval, r, ratios))
+        floors = [(interval, r) for r in g.itertuples() if (interval := _aa_interval(r))]  # per workload
         if floors:
-            interval, r, ratios = max(floors, key=lambda f: f[0].halfwidth)
+            interval, r = max(floors, key=lambda f: f[0].halfwidth)
+            ratios = stats.ratios(r.aa_round_ms, r.round_ms)
             width = interval.halfwidth
             lines.append(f"A/A noise floor, {kernel} on {device}.{toolchain}: ±{100 * width:.2f}% (widest: "
                          f"{r.workload} {r.dtype}, {_rounds_of(r, ratios)}; over {len(floors)} workload(s))"
                          + (f": {_what_narrows(interval)}" if width > AA_NARROW else ""))
     return lines
+
+
+def _aa_interval(r) -> stats.Interval | None:
+    """The A/A interval of a twinned baseline's row: the one its verdicts use (stats.add_paired_columns' aa, aa_lo,
+    aa_hi: computed once for every row of the run, vectorised), else, for a frame without those columns, the
+    interval of its per-round A/A ratios."""
+    if hasattr(r, "aa_lo"):
+        return stats.Interval(r.aa, r.aa_lo, r.aa_hi) if present(r.aa_lo) else None
+    return stats.median_interval(stats.ratios(r.aa_round_ms, r.round_ms))
 
 
 def _rounds_of(r, ratios: list[float]) -> str:

@@ -1,14 +1,18 @@
 """The report's sections, built from the store's DataFrame only (never live objects).
 
-Sections: environments, coverage grid (kernel x backend x device), correctness, performance with speed-up
-against the framework baseline, measurement quality, CUPTI cross-check, autotuning, compile times, failures.
+Sections: environments, coverage grid (kernel x backend x device; report.coverage), correctness, performance with
+speed-up against the framework baseline, measurement quality, CUPTI cross-check, autotuning, compile times,
+failures.
 Each is built once as a Section (title, headers, rows, note, extra lines) and rendered by either writer
 (report.markdown, report.terminal), so report.md and the terminal never disagree.
 """
 from __future__ import annotations
 
+import weakref
+
 from opmatrix.core import status
 from opmatrix.core.result import backend_label
+from opmatrix.report.coverage import coverage, coverage_cell, coverage_reasons  # noqa: F401 (run_page's too)
 from opmatrix.report.performance import performance
 from opmatrix.report.quality import autotuning, crosscheck, measurement
 from opmatrix.report.verdicts import verdict_section
@@ -16,87 +20,12 @@ from opmatrix.report.table import Section, fmt, key_cells, mixes_toolchains, wit
 
 ENV_COLUMNS = ["cell", "host", "device_name", "arch", "driver", "runtime", "python", "torch", "tilelang", "triton"]
 COMPILE_TITLE = "Compile time (s, first call included)"
-COVERAGE_NOTE = ("one entry per kernel x backend x device over all its workloads and dtypes; `no_host`: no host of "
-                 "this run has the device; `compiles` / `lowers`: no host has it, but a binary / device source for "
-                 "it was built on another host (never run, so not `ok`); `unsupported` with no `ok` on a device "
-                 "means that device needs another implementation")
-PER_CELL_NOTE = "; a device that ran under several toolchains has one column per cell (`device.toolchain`)"
-
-
-def coverage_cell(group) -> str:
-    counts = group.status.value_counts()
-    total = len(group)
-    if len(counts) == 1:
-        only = counts.index[0]
-        if only == status.OK and (group.timer == "correctness-only").all():
-            return "ok (correctness only)"
-        return only
-    return ", ".join(f"{s} {n}/{total}" for s, n in counts.items())
 
 
 def environments(df) -> Section:
     env = df[df.status != status.NO_HOST].drop_duplicates("cell")
     rows = [[r[c] for c in ENV_COLUMNS] for _, r in env.iterrows()]
     return Section("Environments", ENV_COLUMNS, rows, "versions are the ones imported inside each cell")
-
-
-def _coverage_columns(df) -> list[tuple[str, str, str | None]]:
-    """(header, device, toolchain or None): one column per device, or per cell for a device whose entries would
-    otherwise merge two toolchains."""
-    split = mixes_toolchains(df, ["kernel", "backend", "variant", "device"])
-    columns = []
-    for device in sorted(df.device.unique()):
-        toolchains = sorted(df[df.device == device].toolchain.unique())
-        if split and len(toolchains) > 1:
-            columns += [(f"{device}.{t}", device, t) for t in toolchains]
-        else:
-            columns.append((device, device, None))
-    return columns
-
-
-def _coverage_groups(df, columns):
-    """Per coverage row: (kernel, backend label, the rows of each column), in the table's order."""
-    for (kernel, backend, variant), group in df.groupby(["kernel", "backend", "variant"], sort=True):
-        subs = []
-        for _, device, toolchain in columns:
-            sub = group[group.device == device]
-            subs.append(sub if toolchain is None else sub[sub.toolchain == toolchain])
-        yield kernel, backend_label(backend, variant), subs
-
-
-def coverage(df) -> Section:
-    columns = _coverage_columns(df)
-    rows = [[kernel, label] + [coverage_cell(sub) if len(sub) else "" for sub in subs]
-            for kernel, label, subs in _coverage_groups(df, columns)]
-    note = COVERAGE_NOTE + (PER_CELL_NOTE if any(c[2] is not None for c in columns) else "")
-    return Section("Coverage", ["kernel", "backend"] + [c[0] for c in columns], rows, note)
-
-
-def coverage_reasons(df) -> list[list[str]]:
-    """Parallel to coverage(df).rows: per entry, why it is what it is (hover text in the HTML grid): each
-    distinct status and reason of its rows that are not `ok`, with the workloads it hit."""
-    columns = _coverage_columns(df)
-    return [["", ""] + [_reasons(sub) for sub in subs] for _, _, subs in _coverage_groups(df, columns)]
-
-
-REASONS_SHOWN = 6
-
-
-def _reasons(rows) -> str:
-    if not len(rows):
-        return ""
-    bad = rows[rows.status != status.OK]
-    lines = [f"ok on {len(rows) - len(bad)} of {len(rows)} workload x dtype"] if len(bad) < len(rows) else []
-    seen: dict[tuple[str, str], list[str]] = {}
-    for r in bad.itertuples():
-        why = (r.error or "").strip().splitlines()[0][:200] if r.error else ""
-        seen.setdefault((r.status, why), []).append(f"{r.workload} {r.dtype}")
-    for (state, why), cases in list(seen.items())[:REASONS_SHOWN]:
-        lines.append(f"{state} ({', '.join(cases[:3])}{', ...' if len(cases) > 3 else ''})" + (f": {why}" if why
-                                                                                                else ""))
-    if len(seen) > REASONS_SHOWN:
-        lines.append(f"... and {len(seen) - REASONS_SHOWN} more reasons (see Not run, unsupported or failed)")
-    return "\n".join(lines)
 
 
 def correctness(df) -> Section:
@@ -142,7 +71,23 @@ def failures(df) -> Section:
 
 
 def sections(df, verdicts=None) -> list[Section]:
-    """Every section in report order; the verdicts first when the run has them (paired timing)."""
+    """Every section in report order; the verdicts first when the run has them (paired timing). A run's report
+    renders one frame three ways (report.md, report.html, the terminal): the sections of the last (frame, verdicts)
+    asked for are kept and handed out again, so each table of a 200,000-row run is built once. Frames are not
+    changed in place once decided (run.decided makes new ones), which is what makes the frame's identity a key."""
+    global _LAST
+    frame, given, built = _LAST
+    if frame() is df and given is verdicts:
+        return built
+    built = _build(df, verdicts)
+    _LAST = (weakref.ref(df), verdicts, built)
+    return built
+
+
+_LAST: tuple = (lambda: None, None, [])  # (weak reference to the frame, its verdicts, their sections)
+
+
+def _build(df, verdicts) -> list[Section]:
     first = [verdict_section(verdicts)] if verdicts else []
     return first + [environments(df), coverage(df), correctness(df), *performance(df), measurement(df),
                     crosscheck(df), autotuning(df), compile_times(df), failures(df)]

@@ -16,11 +16,8 @@ from opmatrix.report.html import charts
 from opmatrix.report.html.page import document, esc, figure, from_section, legend, nav, section
 from opmatrix.report.markdown import header
 from opmatrix.report.performance import speedup_point, timed_rows
-from opmatrix.report.quality import autotuning, crosscheck, measurement
-from opmatrix.report.sections import (compile_times, correctness, coverage, coverage_reasons, environments,
-                                       failures, performance)
+from opmatrix.report.sections import COMPILE_TITLE, coverage_reasons, sections
 from opmatrix.report.table import Section, present
-from opmatrix.report.verdicts import verdict_section
 
 ROOFLINE = "Roofline"
 ROOFLINE_NOTE = ("each timed row at its arithmetic intensity (the kernel's FLOPs over the least bytes it must move) "
@@ -33,14 +30,18 @@ def run_page(df, manifest: RunManifest, verdicts=None) -> str:
     """The page of one run (the rows of its store, its manifest, its verdicts when timed in rounds)."""
     baseline = manifest.baseline or DEFAULT_BASELINE
     timed = timed_rows(df)
+    built = sections(df, verdicts)  # the very sections report.md and the terminal show, built once
+    by_title = {sec.title: sec for sec in built}
     parts: list[tuple[str, str]] = []  # (title, html) in page order
     if verdicts:
-        parts.append(("Verdicts", from_section(verdict_section(verdicts))))
-    parts.append(("Coverage", from_section(coverage(df), legend(), titles=coverage_reasons(df))))
-    parts.append(("Correctness", from_section(correctness(df))))
-    parts += [(sec.title, _performance(sec, timed, baseline)) for sec in performance(df)]
+        parts.append(("Verdicts", from_section(by_title["Verdicts"])))
+    parts.append(("Coverage", from_section(by_title["Coverage"], legend(), titles=coverage_reasons(df))))
+    parts.append(("Correctness", from_section(by_title["Correctness"])))
+    parts += [(sec.title, _performance(sec, timed, baseline)) for sec in built if sec.title.startswith("Performance")]
     parts.append((ROOFLINE, _roofline(timed)))
-    for sec in (compile_times(df), autotuning(df), measurement(df), crosscheck(df), failures(df), environments(df)):
+    for title in (COMPILE_TITLE, "Autotuning", "Measurement quality", "Cross-check against CUPTI",
+                  "Not run, unsupported or failed", "Environments"):
+        sec = by_title[title]
         if sec.rows or not sec.optional:
             parts.append((sec.title, from_section(sec)))
     return document(f"opmatrix run {manifest.run_id}",
@@ -58,9 +59,15 @@ def _header(df, manifest: RunManifest) -> list[str]:
     return [f"<h1>opmatrix run {esc(manifest.run_id)}</h1>"] + [f'<p class="note">{esc(line)}</p>' for line in lines]
 
 
+CASES_DRAWN = 12  # workload x dtype cases a speed-up chart draws one by one; beyond it, their spread per backend
+ROOFLINE_POINTS = 3000  # the roofline places at most this many rows (each is an element of the page)
+
+
 def speedup_points(k, baseline: str):
     """One kernel's timed rows as chart points (performance.speedup_point), the baseline itself left out."""
-    points = k[k.label != baseline].copy()
+    columns = [c for c in ("device", "toolchain", "label", "workload", "dtype", "speedup", "speedup_lo", "speedup_hi",
+                           "speedup_vs_framework") if c in k.columns]
+    points = k.loc[k.label != baseline, columns].copy()
     values = [speedup_point(r) for r in points.itertuples()]
     points["speedup"] = [v[0] for v in values]
     points["lo"] = [v[1] for v in values]
@@ -69,11 +76,27 @@ def speedup_points(k, baseline: str):
     return points[points.speedup.map(present)]
 
 
+def spread_points(points):
+    """Per (device, toolchain, backend): the median speed-up over its workload x dtype cases, from the 10th to the
+    90th percentile of them as its bar: what a chart of hundreds of cases can show (the table has each one)."""
+    grouped = points.groupby(["device", "toolchain", "label"]).speedup
+    out = grouped.median().rename("speedup").to_frame()
+    out["lo"], out["hi"] = grouped.quantile(0.1), grouped.quantile(0.9)
+    out["case"] = "median of the cases; bar: 10th to 90th percentile"
+    return out.reset_index()
+
+
 def _performance(sec: Section, timed, baseline: str) -> str:
     kernel = sec.title.removeprefix("Performance: ")
     points = speedup_points(timed[timed.kernel == kernel], baseline) if sec.rows else timed.iloc[0:0]
     if not len(points):
         return from_section(sec)
+    cases = points.case.nunique()
+    if cases > CASES_DRAWN:
+        caption = (f"{kernel}: speed-up of each backend against {baseline} over its {cases} workload x dtype cases: "
+                   "the median of the cases, the bar from their 10th to their 90th percentile (every case is in "
+                   "the table)")
+        return from_section(sec, figure(charts.speedup_chart(spread_points(points), f"speedup-{kernel}"), caption))
     paired = points.lo.map(present).any()
     caption = (f"{kernel}: speed-up of each backend against {baseline} per workload and dtype"
                + ("; error bars: 95% bootstrap interval of the paired per-round ratio" if paired else
@@ -82,11 +105,28 @@ def _performance(sec: Section, timed, baseline: str) -> str:
 
 
 def roofline_points(timed):
-    """Timed rows with a rate, an intensity and a measured matmul ceiling: what the roofline can place."""
-    ok = timed[timed.tflops.map(present) & (timed.tflops > 0) & timed.flops.map(present) & (timed.flops > 0)
-               & timed.min_bytes.map(present) & (timed.min_bytes > 0) & timed.ceiling_tflops.map(present)].copy()
+    """Timed rows with a rate, an intensity and a measured matmul ceiling: what the roofline can place. Beyond
+    ROOFLINE_POINTS, the fastest row of each (device, toolchain, kernel, workload, dtype), then, if still too many,
+    rows evenly spaced in intensity order (roofline_note says so)."""
+    ok = timed[(timed.tflops > 0) & (timed.flops > 0) & (timed.min_bytes > 0) & timed.ceiling_tflops.notna()]
+    ok = ok[["device", "toolchain", "kernel", "workload", "dtype", "tflops", "flops", "min_bytes", "ceiling_tflops",
+             "ceiling_gbps"]].copy()
     ok["intensity"] = ok.flops / ok.min_bytes
+    if len(ok) > ROOFLINE_POINTS:
+        ok = ok.sort_values("tflops", ascending=False, kind="stable").drop_duplicates(
+            ["device", "toolchain", "kernel", "workload", "dtype"])
+    if len(ok) > ROOFLINE_POINTS:
+        ok = ok.sort_values("intensity", kind="stable")
+        ok = ok.iloc[[round(i * (len(ok) - 1) / (ROOFLINE_POINTS - 1)) for i in range(ROOFLINE_POINTS)]]
     return ok
+
+
+def roofline_note(timed, placed: int) -> str:
+    left = int(((timed.tflops > 0) & (timed.flops > 0) & (timed.min_bytes > 0) & timed.ceiling_tflops.notna()).sum())
+    if placed == left:
+        return ROOFLINE_NOTE
+    return (ROOFLINE_NOTE + f". {placed} of {left} rows placed (at most {ROOFLINE_POINTS}: the fastest backend of each "
+            "workload and dtype, then rows evenly spaced in intensity)")
 
 
 def _roofline(timed) -> str:
@@ -94,4 +134,4 @@ def _roofline(timed) -> str:
     if not len(points):
         return section(ROOFLINE, '<p class="empty">(no timed row with FLOPs, bytes and measured ceilings)</p>',
                        note=ROOFLINE_NOTE)
-    return section(ROOFLINE, figure(charts.roofline_chart(points, "roofline")), note=ROOFLINE_NOTE)
+    return section(ROOFLINE, figure(charts.roofline_chart(points, "roofline")), note=roofline_note(timed, len(points)))
