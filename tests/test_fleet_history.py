@@ -8,7 +8,7 @@ from opmatrix.core.result import Result
 from opmatrix.store import ResultStore, RunManifest
 from opmatrix.upgrade.history import append_run, read_history, trends
 
-NIGHTS, DRIVER_NIGHT = 12, 6  # the stable hosts get driver 590 on this night, and the kernel is 10 % slower after
+NIGHTS, DRIVER_NIGHT = 8, 4  # the stable hosts get driver 590 on this night, and the kernel is 10 % slower after
 
 
 def write_night(reports, i: int, rng) -> None:
