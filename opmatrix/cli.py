@@ -454,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     except DiskFull as exc:
         print(f"opmatrix: {exc}", file=sys.stderr)
         return exc.code
+    except KeyboardInterrupt:  # a second Ctrl-C while the report of an interrupted run is written, or outside a run
+        print("opmatrix: interrupted by SIGINT", file=sys.stderr)
+        return 130
     except (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists, RunLocked, StoreError,
             SchedulerError, paths.BadRunId) as exc:
         print(f"opmatrix: {exc}", file=sys.stderr)

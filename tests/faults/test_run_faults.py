@@ -70,7 +70,7 @@ def test_a_run_stopped_before_its_first_row_resumes_from_nothing(tmp_path, run_i
     reports = tmp_path / "reports"
     run = Run(matrix, reports, run_id)
     jobs = Path(run.scratch) / "cpu.host" / "jobs"
-    wait_for(lambda: any(p.read_text() == "build" for p in jobs.glob("*/phase")), 60, "the first job to build",
+    wait_for(lambda: any(p.read_text() == "build" for p in jobs.glob("*/phase")), 180, "the first job to build",
              run.proc)
     run.proc.send_signal(signal.SIGTERM)
     code = run.wait()
