@@ -40,6 +40,7 @@ class RunManifest:
     lines_of_code: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # "kernel/backend" -> digest of its sources, last session
     compare: list[list[str]] = field(default_factory=list)  # the matrix's [[compare]]: [baseline, candidate] toolchains
+    compare_hosts: list[dict[str, str]] = field(default_factory=list)  # the matrix's [[compare_hosts]] (devices)
     sessions: list[Session] = field(default_factory=list)
     cells_wall_s: float = 0.0
 

@@ -155,6 +155,17 @@ class Compare(_Model):
     candidate: str = Field(description="toolchain name: the upgrade (torch, Triton, TileLang, Python, index ...)")
 
 
+class CompareHosts(_Model):
+    """A driver (or runtime) canary: the candidate device's hosts against the baseline device's, both timed in one
+    run, compared unpaired across hosts with a host A/A (opmatrix.upgrade.cross_host; written with comparison.md)."""
+
+    baseline: str = Field(description="device id: the hosts on today's driver")
+    candidate: str = Field(description="device id: the canary hosts")
+    host_aa: str | None = Field(None, description="device id: today's driver on a second baseline host; its "
+                                "difference from the first (the host A/A) raises each row's threshold")
+    toolchain: str | None = Field(None, description="the toolchain compared (default: the matrix's only one)")
+
+
 class RunSettings(_Model):
     timeout_s: float = Field(900, **SECONDS, description="per job (kernel x workload x dtype x backend x variant)")
     trials: int = Field(3, ge=3, le=1000, description="correctness trials, each with fresh random inputs")
@@ -216,6 +227,7 @@ class Matrix(_Model):
     kernel: list[KernelEntry] = Field(min_length=1)
     exclude: list[Exclude] = []
     compare: list[Compare] = []
+    compare_hosts: list[CompareHosts] = Field([], description="driver canaries: a device's hosts against another's")
     source: str = ""  # the file it was read from; set by load_matrix
     _registry: Registry | None = PrivateAttr(None)  # plugins(), found once
 

@@ -153,7 +153,7 @@ def cross_references(m: Matrix) -> list[Problem]:
             allowed = used(m, m.kernel if key == "kernel" else named or m.kernel, key)
             if value is not None and value not in allowed:
                 out.append(unknown(f"exclude[{i}].{key}", value, allowed, f"{key} of this file{scope}"))
-    out += compare_references(m)
+    out += compare_references(m) + compare_hosts_references(m)
     return out
 
 
@@ -173,6 +173,25 @@ def compare_references(m: Matrix) -> list[Problem]:
         if c.baseline in candidates:
             out.append(Problem(f"compare[{i}].baseline", c.baseline, "is the candidate of another compare; chain "
                                "upgrades as separate matrix files"))
+    return out
+
+
+def compare_hosts_references(m: Matrix) -> list[Problem]:
+    """A [[compare_hosts]] names two or three different devices of this file, and a toolchain of it (needed when it
+    has several)."""
+    out, devices, toolchains = [], {d.id for d in m.device}, [t.name for t in m.toolchain]
+    for i, c in enumerate(m.compare_hosts):
+        named = [(side, getattr(c, side)) for side in ("baseline", "candidate", "host_aa") if getattr(c, side)]
+        out += [unknown(f"compare_hosts[{i}].{side}", dev, devices, "device of this file") for side, dev in named
+                if dev not in devices]
+        out += [Problem(f"compare_hosts[{i}].{side}", dev, "names a device another side of this comparison names; "
+                        "name two (or three) different devices") for k, (side, dev) in enumerate(named)
+                if dev in [d for _, d in named[:k]]]
+        if c.toolchain is not None and c.toolchain not in toolchains:
+            out.append(unknown(f"compare_hosts[{i}].toolchain", c.toolchain, toolchains, "toolchain of this file"))
+        if c.toolchain is None and len(toolchains) > 1:
+            out.append(Problem(f"compare_hosts[{i}]", NO_VALUE, f"this file has {len(toolchains)} toolchains: name "
+                               f"the one to compare with toolchain = (one of {', '.join(toolchains)})"))
     return out
 
 

@@ -205,6 +205,7 @@ def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunMani
         planned_jobs=sum(len(p.all_jobs()) for p in planned), baseline=matrix.acceptance.baseline,
         acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()),
         compare=[[c.baseline, c.candidate] for c in matrix.compare], sessions=previous.sessions if previous else [],
+        compare_hosts=[c.model_dump(exclude_none=True) for c in matrix.compare_hosts],
         lines_of_code=loc, sources=sources)
 
 
@@ -280,11 +281,12 @@ def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
     from rich.markup import escape
 
     from opmatrix.report.html.compare_page import write_compare_page
-    from opmatrix.upgrade import compare
+    from opmatrix.upgrade import compare, cross_host
 
     min_speedup = float(manifest.acceptance.get("min_speedup", 1.05))
     comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.run_id, manifest)
                    for b, c in compare.declared_pairs(manifest.compare, df)]
+    comparisons += cross_host.declared(df, manifest.compare_hosts, min_speedup, manifest.run_id, console)
     if not comparisons:
         return []
     (folder / f"{COMPARISON}.json").write_text(compare.to_json(comparisons), encoding="utf-8")

@@ -120,3 +120,61 @@ def test_opmatrix_compare_judges_a_stored_fleet_run_across_hosts(tmp_path):
     assert wrong.returncode == 2 and "device 'h200-nope' has no rows in this run" in wrong.stderr
     half = compare_cli("--candidate-device", "h200-canary")
     assert half.returncode == 2 and "names both sides" in half.stderr
+
+
+def test_a_declared_compare_hosts_is_written_with_the_runs_comparisons(tmp_path):
+    """A matrix's [[compare_hosts]] reaches the run's manifest and comparison.json / .md (opmatrix.run)."""
+    from rich.console import Console
+
+    from opmatrix.run import write_comparisons
+
+    df = fleet_run(0, 1.30)
+    manifest = RunManifest(run_id="fleet", acceptance={"min_speedup": 1.05}, compare_hosts=[
+        {"baseline": "h200-stable", "candidate": "h200-canary", "host_aa": "h200-stable-b"},
+        {"baseline": "h200-stable", "candidate": "h200-gone"}])
+    console = Console(file=open(tmp_path / "console.txt", "w"), width=200)
+    [c] = write_comparisons(df, manifest, tmp_path, console)
+    assert c.verdict == compare.RISK and "host A/A" in c.hosts
+    [stored] = json.loads((tmp_path / "comparison.json").read_text())
+    assert (stored["baseline"], stored["candidate"]) == ("h200-stable", "h200-canary")
+    assert "**unpaired across hosts**" in (tmp_path / "comparison.md").read_text()
+    console.file.close()
+    assert "compare_hosts h200-stable -> h200-gone: not compared (device 'h200-gone' has no rows" in \
+        (tmp_path / "console.txt").read_text()
+
+
+@pytest.mark.parametrize("table, message", [
+    ('baseline = "h200-stable"\ncandidate = "h200-nope"', r"compare_hosts\[0\]\.candidate = 'h200-nope': names no "
+                                                          r"device of this file"),
+    ('baseline = "h200-stable"\ncandidate = "h200-stable"', r"compare_hosts\[0\]\.candidate = 'h200-stable': names a "
+                                                            r"device another side"),
+    ('baseline = "h200-stable"\ncandidate = "h200-canary"\ntoolchain = "x"', r"compare_hosts\[0\]\.toolchain = 'x'"),
+])
+def test_a_compare_hosts_must_name_devices_of_the_file(write_matrix, table, message):
+    from opmatrix.matrix import MatrixError, load_matrix
+
+    text = """
+name = "fleet"
+backends = ["torch"]
+[[device]]
+id = "h200-stable"
+vendor = "nvidia"
+arch = "sm_90"
+driver = "<590"
+[[device]]
+id = "h200-canary"
+vendor = "nvidia"
+arch = "sm_90"
+driver = ">=590"
+[[toolchain]]
+name = "host"
+system = true
+[[kernel]]
+name = "gemm_relu"
+workloads = { nvidia = ["square_4096"] }
+dtypes = { nvidia = ["float16"] }
+[[compare_hosts]]
+"""
+    assert load_matrix(write_matrix(text + 'baseline = "h200-stable"\ncandidate = "h200-canary"\n')).compare_hosts
+    with pytest.raises(MatrixError, match=message):
+        load_matrix(write_matrix(text + table + "\n"))

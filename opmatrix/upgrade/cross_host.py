@@ -78,3 +78,18 @@ def compare_hosts(df, baseline_device: str, candidate_device: str, min_speedup: 
                             "difference may be the hosts' rather than the driver's (weaker by design; add a host "
                             "A/A device)")
     return comparison
+
+
+def declared(df, declared_pairs: list[dict], min_speedup: float, run_id: str, console=None) -> list:
+    """The comparisons a run's matrix declared as [[compare_hosts]] (RunManifest.compare_hosts); one whose devices
+    have no rows in the run is said on the console and left out."""
+    out = []
+    for c in declared_pairs:
+        try:
+            out.append(compare_hosts(df, c["baseline"], c["candidate"], min_speedup, run_id, c.get("host_aa"),
+                                     c.get("toolchain")))
+        except (CrossHostError, compare.CompareError) as exc:
+            if console is not None:
+                console.print(f"compare_hosts {c['baseline']} -> {c['candidate']}: not compared ({exc})",
+                              highlight=False, markup=False)
+    return out
