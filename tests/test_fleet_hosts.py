@@ -77,6 +77,7 @@ def test_a_cpu_device_cannot_constrain_a_driver(write_matrix):
         load_matrix(write_matrix(text))
 
 
+@pytest.mark.integration  # opmatrix in a subprocess
 def test_a_bad_range_exits_2_before_any_work(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text(FLEET.replace('driver = "<590"', 'driver = "590+"'))
@@ -117,6 +118,7 @@ def test_hosts_explains_which_device_a_host_is_and_why_not_the_others(matrix):
     assert "not h200-canary: runtime 12.8 is outside 13.*" in lines[5]
 
 
+@pytest.mark.integration  # opmatrix in a subprocess
 def test_the_hosts_command_explains_this_host(tmp_path):
     path = tmp_path / "fleet.toml"
     path.write_text(FLEET)
