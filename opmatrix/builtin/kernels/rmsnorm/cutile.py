@@ -1,21 +1,29 @@
 """cuTile: one block per row, the whole row as one tile (the next power of 2 >= hidden, zero-padded past the row's
 end), fp32 sums. tileiras picks the threads and the loads (TMA where it likes). GPU only; compile-only builds for
-sm_90 / sm_100 on a CPU host (opmatrix.kit.cutile)."""
-import cuda.tile as ct
+sm_90 / sm_100 on a CPU host (opmatrix.kit.cutile). cuTile is imported when a kernel is first wanted, so this file
+loads (and passes its contract check) where cuTile is not installed."""
+import functools
 
 from opmatrix.kit import Built, cutile, load_spec
 
 spec = load_spec(__file__)
-_ZERO = ct.PaddingMode.ZERO
 
 
-@ct.kernel
-def _rmsnorm(x, w, y, eps: ct.Constant[float], hidden: ct.Constant[int], tile: ct.Constant[int]):
-    row = ct.bid(0)
-    xt = ct.astype(ct.load(x, (row, 0), (1, tile), padding_mode=_ZERO), ct.float32)
-    scale = ct.rsqrt(ct.sum(xt * xt, axis=1, keepdims=True) / hidden + eps)
-    wt = ct.reshape(ct.astype(ct.load(w, (0,), (tile,), padding_mode=_ZERO), ct.float32), (1, tile))
-    ct.store(y, (row, 0), ct.astype(xt * scale * wt, y.dtype))
+@functools.cache
+def _kernel():
+    import cuda.tile as ct
+
+    zero = ct.PaddingMode.ZERO
+
+    @ct.kernel
+    def rmsnorm(x, w, y, eps: ct.Constant[float], hidden: ct.Constant[int], tile: ct.Constant[int]):
+        row = ct.bid(0)
+        xt = ct.astype(ct.load(x, (row, 0), (1, tile), padding_mode=zero), ct.float32)
+        scale = ct.rsqrt(ct.sum(xt * xt, axis=1, keepdims=True) / hidden + eps)
+        wt = ct.reshape(ct.astype(ct.load(w, (0,), (tile,), padding_mode=zero), ct.float32), (1, tile))
+        ct.store(y, (row, 0), ct.astype(xt * scale * wt, y.dtype))
+
+    return rmsnorm
 
 
 def _config(hidden: int) -> dict:
@@ -23,14 +31,15 @@ def _config(hidden: int) -> dict:
 
 
 def build(workload, dtype, device, variant):
+    import cuda.tile as ct
     import torch
 
     tokens, hidden = workload["tokens"], workload["hidden"]
-    config = _config(hidden)
+    config, kernel = _config(hidden), _kernel()
 
     def rmsnorm(x, weight, out):
-        ct.launch(torch.cuda.current_stream(), (tokens, 1, 1), _rmsnorm,
-                  (x, weight, out, spec.EPS, hidden, config["tile"]))
+        ct.launch(torch.cuda.current_stream(), (tokens, 1, 1), kernel, (x, weight, out, spec.EPS, hidden,
+                                                                          config["tile"]))
 
     return Built(rmsnorm, config)
 
@@ -39,4 +48,4 @@ def compile_for(workload, dtype, device, variant):
     hidden = workload["hidden"]
     config = _config(hidden)
     row, vec = cutile.array(dtype, 2), cutile.array(dtype, 1)
-    return cutile.export(_rmsnorm, [row, vec, row, spec.EPS, hidden, config["tile"]], device, "rmsnorm", config)
+    return cutile.export(_kernel(), [row, vec, row, spec.EPS, hidden, config["tile"]], device, "rmsnorm", config)
