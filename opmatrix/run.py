@@ -25,8 +25,8 @@ from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
 from opmatrix.scheduling.dispatch import SchedulerError
-from opmatrix.store import (COMPARISON, MANIFEST, REPORT_HTML, RESULTS_JSONL, SKIPPED, VERDICTS_JSON, DiskFull,
-                            ResultStore, StoreError, known_runs)
+from opmatrix.store import (COMPARISON, CUT, MANIFEST, REPORT_HTML, RESULTS_JSONL, SKIPPED, VERDICTS_JSON,
+                            DiskFull, ResultStore, StoreError, known_runs)
 
 DISK_FULL = "disk full"  # run.json's `interrupted` of a session stopped by a full disk (store.DiskFull)
 SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
@@ -103,6 +103,10 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     store.check_writable()  # a read-only or full reports folder is refused before anything runs
     planned = [p.replace(rebuild=rebuild) for p in plan.cell_plans(matrix, run_id, Path(scratch_root))]
     with store.lock():
+        if resume and (cut := store.repair_tail()):
+            console.print(f"{store.jsonl}: its last line was cut short by a crash ({len(cut)} characters, no row); "
+                          f"moved to {store.run_dir / CUT}, and its job runs again", highlight=False, markup=False,
+                          soft_wrap=True)
         stored = store.results()
         if stored and not resume:
             raise RunExists(f"{store.run_dir} already holds {len(stored)} results: add --resume to continue it, "

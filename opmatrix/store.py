@@ -31,6 +31,7 @@ REPORT_HTML = "report.html"  # the run as one self-contained page, beside report
 VERDICTS_JSON = "verdicts.json"  # written beside report.md by a run timed in rounds (opmatrix.decide)
 LOCK = ".lock"
 SKIPPED = "skipped.txt"  # the lines of results.jsonl that are not valid rows, as the last report found them
+CUT = "results.cut.txt"  # lines a crash cut short at the end of results.jsonl, moved out by --resume (repair_tail)
 WRITE_PROBE_BYTES = 64 * 1024  # room for a few rows: what check_writable proves the run folder still has
 RESERVE = ".space-reserve"  # held during a run, given back when the disk fills: room for run.json and the report
 RESERVE_BYTES = 512 * 1024
@@ -130,6 +131,38 @@ class ResultStore:
                     raise DiskFull(self.jsonl, exc) from None
                 raise StoreError(f"cannot write a row to {self.jsonl}: {exc.strerror or exc}; the rows before it "
                                  "are kept: fix it and continue with --resume") from None
+        finally:
+            os.close(fd)
+
+    def repair_tail(self) -> str:
+        """A results.jsonl whose last line has no newline was cut short while a row was written (`kill -9`, a power
+        cut): that job has no row, and --resume runs it again. Move the cut line out, to results.cut.txt beside it,
+        so the store reads clean again (`report --strict` accepts it). Returns the moved text ("" when none)."""
+        if not self.jsonl.is_file():
+            return ""
+        fd = os.open(self.jsonl, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            if not size or os.pread(fd, 1, size - 1) == b"\n":
+                return ""
+            start = max(0, size - 1024 * 1024)
+            head = os.pread(fd, size - start, start)
+            end = start + head.rfind(b"\n") + 1 if b"\n" in head else 0
+            cut = os.pread(fd, size - end, end)
+            try:
+                Result.from_json(cut.decode("utf-8"))
+                os.pwrite(fd, b"\n", size)  # a whole row that lost only its newline: it stays
+                os.fsync(fd)
+                return ""
+            except (ValueError, RowError):  # UnicodeDecodeError and JSON errors are ValueErrors
+                pass
+            with open(self.run_dir / CUT, "ab") as kept:
+                kept.write(cut + b"\n")
+                kept.flush()
+                os.fsync(kept.fileno())
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+            return cut.decode("utf-8", "replace")
         finally:
             os.close(fd)
 

@@ -92,3 +92,27 @@ def test_a_backend_label_splits_back_into_backend_and_variant(backend, variant):
 @pytest.mark.parametrize("text", ["", "tilelang[", "tilelang[tuned", "a b", "[tuned]", "tilelang[tu ned]"])
 def test_text_that_is_not_a_backend_label_does_not_split(text):
     assert split_backend_label(text) is None
+
+
+def test_a_full_disk_is_diskfull_and_leaves_no_partial_line(tmp_path):
+    """/dev/full answers every write with ENOSPC: the append raises DiskFull, and nothing else."""
+    from opmatrix.store import DiskFull
+
+    store = ResultStore(tmp_path / "run")
+    store.jsonl.symlink_to("/dev/full")
+    with pytest.raises(DiskFull, match="is full"):
+        store.append(row("torch", 2.0))
+
+
+def test_resume_moves_a_cut_last_line_out_and_keeps_a_whole_row_without_its_newline(tmp_path):
+    from opmatrix.store import CUT
+
+    store = ResultStore(tmp_path / "run")
+    store.append(row("torch", 2.0))
+    whole = store.jsonl.read_text()
+    store.jsonl.write_text(whole + whole.rstrip("\n"))  # a whole row that lost only its newline
+    assert store.repair_tail() == "" and store.jsonl.read_text() == whole * 2
+    store.jsonl.write_text(whole + whole[:50])  # half a row
+    assert store.repair_tail() == whole[:50]
+    assert store.jsonl.read_text() == whole and (store.run_dir / CUT).read_text() == whole[:50] + "\n"
+    assert store.load().skipped == [] and store.repair_tail() == ""
