@@ -163,7 +163,6 @@ class CellRunner:
         self.on_stage = on_stage or (lambda group, phase: None)  # a group's phase: build, then timing
         self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
-        become_subreaper()  # before any worker: what one leaves running outside its group becomes ours to end
         # first: the probe below and every worker are forked from it (one import of the framework per cell)
         self.forks = ForkServer.start(str(self.scratch), self.scratch / "forkserver.log")
         d = plan.cell.device
@@ -447,6 +446,7 @@ def _say_stage(group: tuple, phase: str) -> None:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
+    become_subreaper()  # before any worker: what one leaves running outside its group becomes this process's to end
     plan = CellPlan.from_json(Path(argv[0]).read_text())
     sys.stdout.write(READY_LINE + "\n")
     if plan.mode is Mode.PREPARE:

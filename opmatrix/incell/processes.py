@@ -53,16 +53,22 @@ def popen(args: list[str], *, new_group: bool = False, **kwargs) -> subprocess.P
     return proc
 
 
+class _Reaper:
+    on = False  # this process is a child subreaper (become_subreaper): end_escaped acts only then
+
+
 def become_subreaper() -> bool:
     """Make this process the child subreaper of everything it starts: an orphaned descendant becomes its child
-    instead of init's. False where prctl or the option does not exist."""
+    instead of init's. Only for a process that owns all its children (the cell runner's own process): end_escaped
+    kills every child it did not start through popen(). False where prctl or the option does not exist."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        _Reaper.on = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        return False
+        _Reaper.on = False
+    return _Reaper.on
 
 
 def _children() -> dict[int, tuple[str, str]]:
@@ -85,8 +91,11 @@ def _children() -> dict[int, tuple[str, str]]:
 def end_escaped(rounds: int = 20) -> list[str]:
     """Kill the children of this (subreaper) process that it did not start itself, with their process groups,
     until none is left (a killed escapee's own children come next); "pid: command line" of each that was running.
-    Escapees that had already ended are only reaped."""
+    Escapees that had already ended are only reaped. Nothing at all unless this process became a subreaper (a
+    cell runner run as a function inside another program leaves that program's children alone)."""
     ended: list[str] = []
+    if not _Reaper.on:
+        return ended
     own_group = os.getpgid(0)
     for _ in range(rounds):
         strays = {pid: found for pid, found in _children().items() if pid not in STARTED}
