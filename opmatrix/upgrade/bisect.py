@@ -29,6 +29,7 @@ GOOD, BAD, UNKNOWN = "good", "bad", "unknown"
 FOUND, NONE_BAD, UNCONFIRMED, OPEN = "found", "no bad version", "unconfirmed", "unknown"
 SEARCH, RECHECK = "search", "re-check"
 WATCH = ("time", "correctness")  # the risks that make a version bad unless asked otherwise (compare.RISK_KINDS)
+RESOLUTION = 0.5  # a probe must see a slowdown this large (its threshold at most 1 + this) to call a version good
 
 
 @dataclass
@@ -54,8 +55,11 @@ class Probe:
         return f"{self.time_ratio:.3f}x [{self.time_lo:.3f}, {self.time_hi:.3f}]"
 
 
-def judged(version: str, change: compare.RowChange | None, run: str, watch=WATCH) -> Probe:
-    """A probe from the target row of its comparison (None: the row is missing from the run)."""
+def judged(version: str, change: compare.RowChange | None, run: str, watch=WATCH,
+           resolution: float = RESOLUTION) -> Probe:
+    """A probe from the target row of its comparison (None: the row is missing from the run). With time watched, a
+    version is good only when the probe could have seen a slowdown of `resolution`: a noise floor that puts the
+    threshold beyond 1 + resolution judges nothing about speed (unknown: more rounds, or a quieter host)."""
     if change is None:
         return Probe(version, UNKNOWN, why=["the target row is not in the probe's run"], run=run)
     if change.status_before not in compare.COVERED:  # a reference that does not work judges nothing
@@ -65,7 +69,13 @@ def judged(version: str, change: compare.RowChange | None, run: str, watch=WATCH
     verdict = {compare.BREAKS: BAD, compare.SAME: GOOD, compare.IMPROVED: GOOD}.get(change.outcome, UNKNOWN)
     if change.outcome == compare.RISK:
         verdict = BAD if set(change.risks) & set(watch) else GOOD
-    return Probe(version, verdict, outcome=change.outcome, why=list(change.why), status=change.status_after,
+    why = list(change.why)
+    if verdict == GOOD and "time" in watch and change.threshold is not None and change.threshold > 1 + resolution:
+        verdict = UNKNOWN
+        why.append(f"too noisy to judge speed: the threshold {change.threshold:.3g} (A/A floor "
+                   f"±{100 * (change.aa_floor or 0):.1f}%) is above 1 + {resolution:g}, so a {100 * resolution:.0f} % "
+                   "slowdown would pass unseen; more rounds ([run] rounds, noise_target) or a quieter host")
+    return Probe(version, verdict, outcome=change.outcome, why=why, status=change.status_after,
                  time_ratio=change.time_ratio, time_lo=change.time_lo, time_hi=change.time_hi,
                  threshold=change.threshold, aa_floor=change.aa_floor, run=run)
 

@@ -35,6 +35,9 @@ def add_bisect_parser(sub, subcommand) -> None:
     b.add_argument("--watch", default=",".join(bisect.WATCH), help="what makes a version bad besides breaking: "
                    f"comma-separated of {', '.join(compare.RISK_KINDS)} (default: {','.join(bisect.WATCH)}; compile "
                    "time is one cold build per side, so only large changes count)")
+    b.add_argument("--resolution", type=float, default=bisect.RESOLUTION, help="with time watched, the slowdown "
+                   "a probe must be able to see to call a version good: a probe whose noise floor puts its threshold "
+                   f"above 1 + this is unknown (default: {bisect.RESOLUTION:g}, i.e. 50 %%)")
     b.add_argument("--reports", default=str(paths.REPORTS), help="where the bisection's folder goes (default: "
                    "reports/)")
     b.add_argument("--run-id", help="the bisection's folder name (default: <UTC time>-bisect-<package>)")
@@ -54,6 +57,8 @@ def run_bisect(args) -> int:
     if (args.versions and (args.good or args.bad)) or (not args.versions and not (args.good and args.bad)):
         raise UsageError("name the versions: --good V1 --bad V2 (the index's versions between them), or --versions "
                          "V1,V2,... (good first, bad last)")
+    if not 0 < args.resolution <= 100:
+        raise UsageError(f"--resolution {args.resolution:g}: allowed: a fraction above 0 (0.3 for 30 %), at most 100")
     watch = [w.strip() for w in args.watch.split(",") if w.strip()]
     if not watch or set(watch) - set(compare.RISK_KINDS):
         raise UsageError(f"--watch {args.watch}: allowed: comma-separated of {', '.join(compare.RISK_KINDS)}")
@@ -78,7 +83,7 @@ def run_bisect(args) -> int:
         number = len(list(folder.glob("probe-*.toml"))) + 1
         console.print(f"bisect {args.package}: probe {number}, {version} against {versions[0]} ({role})")
         return bisect_probe.run_probe(m, target, args.package, versions[0], version, folder, number,
-                                      lambda: _scheduler(args.address), watch, console)
+                                      lambda: _scheduler(args.address), watch, console, args.resolution)
 
     result = bisect.bisect(args.package, target.label(), versions, probe)
     write(result, folder)

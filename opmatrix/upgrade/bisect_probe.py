@@ -202,7 +202,7 @@ def toml(data: dict) -> str:
 
 
 def run_probe(m: Matrix, target: Target, package: str, good: str, version: str, folder: Path, number: int,
-              scheduler_factory, watch=bisect.WATCH, console=None) -> Probe:
+              scheduler_factory, watch=bisect.WATCH, console=None, resolution: float = bisect.RESOLUTION) -> Probe:
     """Run one probe as a run folder under `folder` and judge its target row."""
     from opmatrix.run import run
     from opmatrix.store import ResultStore, load_run
@@ -215,7 +215,7 @@ def run_probe(m: Matrix, target: Target, package: str, good: str, version: str, 
     base, cand = side_name(package, good), side_name(package, version)
     comparison = compare.compare_paired(load_run(done), base, cand, m.acceptance.min_speedup, run_id,
                                         ResultStore(done, create=False).manifest())
-    return bisect.judged(version, _target_row(comparison, target), run_id, watch)
+    return bisect.judged(version, _target_row(comparison, target), run_id, watch, resolution)
 
 
 def _target_row(comparison: compare.Comparison, target: Target) -> compare.RowChange | None:
