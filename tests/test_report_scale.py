@@ -82,3 +82,15 @@ def test_the_roofline_places_a_bounded_number_of_rows(monkeypatch):
     placed = run_page.roofline_points(timed)
     assert len(placed) == 10 and set(placed.tflops) == {2.0}  # the fastest of each workload, evenly spread
     assert "10 of 40 rows placed" in run_page.roofline_note(timed, len(placed))
+
+
+def test_the_terminal_shows_the_first_rows_of_a_long_table_and_says_how_many_more(monkeypatch):
+    from opmatrix.report import terminal
+
+    monkeypatch.setattr(terminal, "TERMINAL_ROWS", 3)
+    df = frame_of(*[result("a", "torch", workload=f"w{i}", median_ms=1.0) for i in range(5)])
+    out = Console(file=io.StringIO(), width=300)
+    report.print_terminal(df, out)
+    text = out.file.getvalue()
+    assert "... and 2 more rows of Performance: gemm: see report.md or report.html" in text
+    assert "w2" in text and "w3" not in text.split("Performance: gemm")[1].split("more rows")[0]

@@ -123,8 +123,10 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), load average {load}, Python {platform.python_version()}"
 
 
-def report(folder: Path, profile: Path | None) -> tuple[int, float, float, str]:
-    """(exit code, wall s, peak RSS MB, output tail) of `opmatrix report folder` in its own process."""
+def report(folder: Path, profile: Path | None) -> tuple[int, float, float, float, str]:
+    """(exit code, wall s, CPU s, peak RSS MB, output tail) of `opmatrix report folder` in its own process. CPU
+    time (user + system) says what the work costs where other processes share the cores; wall time what a user
+    waits."""
     cmd = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []), "-m", "opmatrix", "report",
            str(folder)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -136,7 +138,7 @@ def report(folder: Path, profile: Path | None) -> tuple[int, float, float, str]:
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, wall, usage.ru_maxrss / 1024, log.read_text()[-1500:]
+    return proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, log.read_text()[-1500:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,9 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run: {args.rows} rows, {args.rounds} rounds and {args.samples} samples per timed row, results.jsonl "
               f"{size / 1e6:.0f} MB (written in {time.perf_counter() - start:.0f} s)")
         profile = tmp / "report.prof" if args.profile else None
-        code, wall, rss, tail = report(folder, profile)
+        code, wall, cpu, rss, tail = report(folder, profile)
         print(f"command: {sys.executable} -m opmatrix report {folder}")
-        print(f"exit {code}; wall {wall:.1f} s; peak RSS {rss:.0f} MB; report.md "
+        print(f"exit {code}; wall {wall:.1f} s; CPU {cpu:.1f} s; peak RSS {rss:.0f} MB; load average after "
+              f"{os.getloadavg()[0]:.1f}; report.md "
               f"{(folder / 'report.md').stat().st_size / 1e6 if (folder / 'report.md').exists() else 0:.1f} MB, "
               f"report.html {(folder / 'report.html').stat().st_size / 1e6 if (folder / 'report.html').exists() else 0:.1f} MB")
         if code:

@@ -1,4 +1,5 @@
-"""The terminal view of the report: the same sections as report.md, as rich tables.
+"""The terminal view of the report: the same sections as report.md, as rich tables, each cut at TERMINAL_ROWS rows
+(a run of 200,000 rows has tables of tens of thousands; the terminal says how many more report.md holds).
 
 rich reads `[...]` in a string as markup: `tilelang[tuned]` would lose its variant, and an error text such as
 `[/usr/local/cuda/include/x.h]` or `[/red]` would raise MarkupError after the whole run had finished. So every
@@ -11,6 +12,8 @@ from __future__ import annotations
 from opmatrix.report.sections import COMPILE_TITLE, sections
 from opmatrix.report.styles import cell_style, plain
 
+TERMINAL_ROWS = 200  # rows of one table shown in the terminal; report.md and report.html have every row
+TERMINAL_LINES = 50  # lines under one table (a line per unstable row, say), likewise
 LOG_WIDTH = 400  # a log or a pipe has no width to fit: 80 columns would fold every table into a column of shards
 
 
@@ -39,10 +42,15 @@ def print_terminal(df, console=None, verdicts=None) -> None:
         table = Table(title=plain(sec.title))
         for header in sec.headers:
             table.add_column(plain(str(header)), overflow="fold")
-        for row in sec.rows:
+        for row in sec.rows[:TERMINAL_ROWS]:
             table.add_row(*[styled(v) for v in row])
         console.print(table)
+        if len(sec.rows) > TERMINAL_ROWS:
+            console.print(f"[yellow]... and {len(sec.rows) - TERMINAL_ROWS} more rows of {plain(sec.title)}: see "
+                          "report.md or report.html[/]")
         if sec.note:  # below the table, not as its caption: a caption folds to the width of a narrow table
             console.print(f"[dim]{plain(sec.note)}[/]", soft_wrap=not console.is_terminal)
-        for e in sec.extra:
+        for e in sec.extra[:TERMINAL_LINES]:
             console.print(plain(e))
+        if len(sec.extra) > TERMINAL_LINES:
+            console.print(f"[yellow]... and {len(sec.extra) - TERMINAL_LINES} more lines: see report.md[/]")
