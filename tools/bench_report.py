@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -47,8 +49,10 @@ def jobs_per_workload() -> int:
 
 
 def rows(n: int, rounds: int, samples: int, seed: int = 0):
-    """The run's rows as JSON lines (Result.to_json, the store's own serialiser), at most n of them."""
-    rng = random.Random(seed)
+    """The run's rows as JSON lines, at most n of them: every field of a Result (its defaults, from the store's own
+    serialiser) with this row's values; write_run checks the first ones with the store's reader."""
+    rng, draws = random.Random(seed), np.random.default_rng(seed)
+    blank = json.loads(Result(run_id=RUN_ID, status="ok").to_json())
     workloads = -(-n // jobs_per_workload())
     written = 0
     for w in range(workloads):
@@ -58,55 +62,54 @@ def rows(n: int, rounds: int, samples: int, seed: int = 0):
                     for dtype in DTYPES:
                         group = f"{device}.{toolchain}/{kernel}/w{w}/{dtype}"
                         base_ms = rng.uniform(0.01, 5.0)
-                        base_rounds = [base_ms * rng.gauss(1, 0.01) for _ in range(rounds)]
-                        aa_rounds = [base_ms * rng.gauss(1, 0.01) for _ in range(rounds)]
+                        base_rounds = base_ms * draws.normal(1, 0.01, rounds)
+                        aa_rounds = (base_ms * draws.normal(1, 0.01, rounds)).tolist()
                         for backend, variant in BACKENDS:
                             if written == n:
                                 return
                             written += 1
-                            yield _row(rng, toolchain, device, hosted, kernel, f"w{w}", dtype, backend, variant,
-                                       group, base_ms, base_rounds, aa_rounds, samples).to_json()
+                            row = dict(blank, cell=f"{device}.{toolchain}", device=device, toolchain=toolchain,
+                                       kernel=kernel, workload=f"w{w}", dtype=dtype, backend=backend,
+                                       variant=variant, shape=f"n=w{w}", flops=2e9, min_bytes=6e6, host="bench",
+                                       python="3.12", torch="2.11.0", triton="3.6.0", tilelang="0.1.15",
+                                       env_hash=f"{device}{toolchain}", started_at="2026-12-02T00:00:00+00:00")
+                            if hosted:
+                                _outcome(row, rng, draws, group, base_rounds, aa_rounds, samples)
+                            else:
+                                row.update(status="no_host", error=f"no host of this run has a {device}")
+                            yield json.dumps(row)
 
 
-def _row(rng, toolchain, device, hosted, kernel, workload, dtype, backend, variant, group, base_ms, base_rounds,
-         aa_rounds, samples) -> Result:
-    r = Result(run_id=RUN_ID, cell=f"{device}.{toolchain}", device=device, toolchain=toolchain, kernel=kernel,
-               workload=workload, dtype=dtype, backend=backend, variant=variant, shape=f"n={workload}",
-               flops=2e9, min_bytes=6e6, host="bench", python="3.12", torch="2.11.0", triton="3.6.0",
-               tilelang="0.1.15", env_hash=f"{device}{toolchain}", started_at="2026-12-02T00:00:00+00:00")
-    if not hosted:
-        r.status, r.phase, r.error = "no_host", "", f"no host of this run has a {device}"
-        return r
-    draw = rng.random()
+def _outcome(row: dict, rng, draws, group: str, base_rounds, aa_rounds: list[float], samples: int) -> None:
+    """A hosted job: a compile error (1 in 40), unsupported (1 in 25), else timed in rounds with the baseline."""
+    backend, draw = row["backend"], rng.random()
     if backend != "torch" and draw < 0.025:
-        r.status, r.phase, r.error = "compile_error", "build", f"RuntimeError: no viable overload ({group})\n  at x"
-        return r
+        row.update(status="compile_error", phase="build", error=f"RuntimeError: no viable overload ({group})\n  at x")
+        return
     if backend != "torch" and draw < 0.065:
-        r.status, r.phase, r.error = "unsupported", "load", f"{backend} does not cover {dtype} on {device}"
-        return r
+        row.update(status="unsupported", phase="load", error=f"{backend} does not cover {row['dtype']} on "
+                                                            f"{row['device']}")
+        return
     ratio = 1.0 if backend == "torch" else rng.uniform(0.5, 2.0)
-    mine = [b / ratio * rng.gauss(1, 0.01) for b in base_rounds]
-    median = sorted(mine)[len(mine) // 2]
-    r.status, r.phase, r.trials, r.rel_err, r.tolerance = "ok", "done", 3, 1e-4, 2e-3
-    r.compile_s, r.compile_cache, r.config = rng.uniform(0.1, 20), "cold", "{}"
-    r.timer, r.pairing, r.rounds, r.round_group = "cuda-events", "interleaved", len(mine), group
-    r.median_ms, r.p10_ms, r.p90_ms = median, median * 0.98, median * 1.02
-    r.samples_ms = [median * rng.gauss(1, 0.02) for _ in range(samples)]
-    r.reps = samples
-    r.round_ms, r.aa_round_ms = mine, list(aa_rounds)
-    r.baseline_round_ms = [] if backend == "torch" else list(base_rounds)
-    r.round_position = list(range(len(mine)))
-    r.tflops, r.gbps = 2e9 / (median * 1e-3) / 1e12, 6e6 / (median * 1e-3) / 1e9
-    r.ceiling_tflops, r.ceiling_gbps = 700.0, 4000.0
-    r.roofline_pct = 100 * r.tflops / 700.0
-    r.stability_pct, r.clock_dropped = rng.uniform(0, 3), False
-    return r
+    mine = base_rounds / ratio * draws.normal(1, 0.01, len(base_rounds))
+    median = float(np.median(mine))
+    tflops = 2e9 / (median * 1e-3) / 1e12
+    row.update(status="ok", phase="done", trials=3, rel_err=1e-4, tolerance=2e-3, compile_s=rng.uniform(0.1, 20),
+               compile_cache="cold", config="{}", timer="cuda-events", pairing="interleaved", rounds=len(mine),
+               round_group=group, median_ms=median, p10_ms=median * 0.98, p90_ms=median * 1.02,
+               samples_ms=(median * draws.normal(1, 0.02, samples)).tolist(), reps=samples, round_ms=mine.tolist(),
+               aa_round_ms=aa_rounds, baseline_round_ms=[] if backend == "torch" else base_rounds.tolist(),
+               round_position=list(range(len(mine))), tflops=tflops, gbps=6e6 / (median * 1e-3) / 1e9,
+               ceiling_tflops=700.0, ceiling_gbps=4000.0, roofline_pct=100 * tflops / 700.0,
+               stability_pct=rng.uniform(0, 3), clock_dropped=False)
 
 
 def write_run(folder: Path, n: int, rounds: int, samples: int) -> int:
     folder.mkdir(parents=True)
     with open(folder / "results.jsonl", "w", encoding="utf-8") as fh:
-        for line in rows(n, rounds, samples):
+        for i, line in enumerate(rows(n, rounds, samples)):
+            if i < 1000:  # the store's reader accepts them (field names and types)
+                Result.from_json(line)
             fh.write(line + "\n")
     manifest = RunManifest(run_id=RUN_ID, matrix="bench", planned_jobs=n, baseline="torch",
                            acceptance={"baseline": "torch", "min_speedup": 1.05},
