@@ -37,7 +37,7 @@ def add_bisect_parser(sub, subcommand) -> None:
                    "time is one cold build per side, so only large changes count)")
     b.add_argument("--resolution", type=float, default=bisect.RESOLUTION, help="with time watched, the slowdown "
                    "a probe must be able to see to call a version good: a probe whose noise floor puts its threshold "
-                   f"above 1 + this is unknown (default: {bisect.RESOLUTION:g}, i.e. 50 %%)")
+                   f"above 1 + this is unknown (default: {bisect.RESOLUTION:g})")
     b.add_argument("--reports", default=str(paths.REPORTS), help="where the bisection's folder goes (default: "
                    "reports/)")
     b.add_argument("--run-id", help="the bisection's folder name (default: <UTC time>-bisect-<package>)")
