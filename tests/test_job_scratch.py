@@ -4,7 +4,8 @@ import json
 
 from opmatrix import plan as plan_mod
 from opmatrix.core.result import Result
-from opmatrix.incell.cell_runner import read_result, run_cell, write_result
+from opmatrix.incell.cell_runner import run_cell
+from opmatrix.incell.result_file import read_result, write_result
 from opmatrix.matrix import load_matrix
 from tests.helpers import probe_adapter, probe_matrix, write_plugins
 import pytest

@@ -27,6 +27,7 @@ from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask, 
 from opmatrix.core.keys import JobKey
 from opmatrix.core.result import Result
 from opmatrix.incell import compile_cache, plugins, telemetry
+from opmatrix.incell.result_file import read_result
 from opmatrix.incell.processes import (become_subreaper, die_with_parent, end_escaped, run_limited, signal_name, tail,
                                        wait_limited)
 from opmatrix.incell.rounds import Contestant, Rounds, aligned
@@ -135,24 +136,6 @@ def builds_missing(c: Contestant) -> list[str]:
             why = b.failure.row.error if b.failure is not None else "missed a round"
             out.append(f"build {n} left out of the intervals: {why[:200]}")
     return out
-
-
-def read_result(path: Path, attempt: str) -> Result | None:
-    """The worker's result, only if it is this attempt's (and whole)."""
-    try:
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or data.get("attempt") != attempt:
-            return None
-        return Result.from_dict(data.get("result"), identified=False)
-    except (OSError, ValueError):  # absent, cut short, or not a valid row (RowError is a ValueError)
-        return None
-
-
-def write_result(path: Path, attempt: str, result: Result) -> None:
-    """Atomic: the cell runner sees the whole file or none."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"attempt": attempt, "result": json.loads(result.to_json())}))
-    tmp.replace(path)
 
 
 class CellRunner:

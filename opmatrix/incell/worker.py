@@ -18,7 +18,7 @@ from opmatrix.core import status
 from opmatrix.core.jobs import Mode, WorkerTask
 from opmatrix.core.result import Result
 from opmatrix.incell import integrity, measure, phases, timing_server
-from opmatrix.incell.cell_runner import write_result
+from opmatrix.incell.result_file import write_result
 from opmatrix.incell.phases import JobFailed, describe
 from opmatrix.incell.plugins import PluginError
 from opmatrix.incell.processes import die_with_parent
