@@ -34,7 +34,7 @@ class Run:
 
     def first_rows(self) -> list[dict]:
         """The rows on disk once the first one has landed."""
-        return wait_for(lambda: rows(self.folder), 90, "the first row in results.jsonl", self.proc)
+        return wait_for(lambda: rows(self.folder), 240, "the first row in results.jsonl", self.proc)
 
 
 def planned() -> set[tuple]:

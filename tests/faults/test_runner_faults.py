@@ -35,22 +35,25 @@ def test_a_runner_killed_mid_build_leaves_lost_rows_that_resume_runs(tmp_path, r
     reports = tmp_path / "reports"
     run = Run(matrix, reports, run_id, ray=ray)
     jobs = Path(run.scratch) / "cpu.host" / "jobs"
-    wait_for(lambda: any(p.read_text() == "build" for p in jobs.glob("*/phase")), 120, "a build to start", run.proc)
+    wait_for(lambda: any(p.read_text() == "build" for p in jobs.glob("*/phase")), 240, "a build to start", run.proc)
     pid = wait_for(lambda: runner_pid(run.scratch), 30, "the cell runner's pid", run.proc)
     os.kill(pid, signal.SIGKILL)
     code = run.wait(120)
     leftovers = left_behind(run.scratch)
     stored = rows(run.folder)
     gate.touch()
-    resumed = opmatrix("run", matrix, "--no-ray", "--run-id", run_id, "--reports", reports, "--resume",
-                       "--fail-on", "lost,env_error,crashed")
+    # --resume is the same whichever scheduler stored the rows: it runs once, after the --no-ray case
+    resumed = None if ray else opmatrix("run", matrix, "--no-ray", "--run-id", run_id, "--reports", reports,
+                                        "--resume", "--fail-on", "lost,env_error,crashed")
     final = {key(r): r for r in rows(run.folder)}  # the last row of a key counts
     seen = sorted((r["workload"], r["status"], r["phase"]) for r in stored)
-    print(f"runner {pid} killed: exit {code}; rows {seen}; resume exit {resumed.returncode}; "
+    print(f"runner {pid} killed: exit {code}; rows {seen}; resume exit {resumed and resumed.returncode}; "
           f"final {sorted((k[2], r['status']) for k, r in final.items())}")
-    observe(f"cell runner killed mid-build ({'Ray' if ray else 'no Ray'})", "lost/build, resumable",
+    observe(f"cell runner killed mid-build ({'Ray' if ray else 'no Ray'})",
+            "lost/build" + ("" if ray else ", resumable"),
             ",".join(sorted({f"{r['status']}/{r['phase'] or '-'}" for r in stored if r["workload"] == "w0"}))
-            + (", resumable" if resumed.returncode == 0 else f", resume exit {resumed.returncode}"),
+            + ("" if resumed is None else ", resumable" if resumed.returncode == 0
+               else f", resume exit {resumed.returncode}"),
             lost=len(planned() - set(final)), left_behind=len(leftovers))
 
     assert code == 1, run.stderr[-3000:]  # lost rows are failures (--fail-on), not a crash of opmatrix
@@ -61,5 +64,6 @@ def test_a_runner_killed_mid_build_leaves_lost_rows_that_resume_runs(tmp_path, r
     assert building["w0"] == "build" and building["w1"] == building["w2"] == "", seen
     assert all("the cell runner ended" in r["error"] and "--resume runs it again" in r["error"] for r in stored)
     assert leftovers == []
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert set(final) == planned() and {r["status"] for r in final.values()} == {"ok"}
+    if resumed is not None:
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert set(final) == planned() and {r["status"] for r in final.values()} == {"ok"}
