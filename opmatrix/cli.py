@@ -8,10 +8,7 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.core import status
-
-
-class UsageError(Exception):
-    """Arguments that do not fit together."""
+from opmatrix.core.errors import UsageError
 
 
 def new_run_folder(reports: Path, run_id: str | None, kind: str, name: str, marker: str) -> Path:

@@ -36,12 +36,8 @@ KNOWN: dict[tuple[str, str], str] = {
     ("opmatrix.upgrade.compare", "opmatrix.report.markdown"): "Markdown table rows",
     ("opmatrix.upgrade.history_cli", "opmatrix.report.markdown"): "a command living in upgrade/",
     ("opmatrix.upgrade.history_cli", "opmatrix.report.html.trend_page"): "a command living in upgrade/",
-    ("opmatrix.upgrade.history_cli", "opmatrix.cli"): "UsageError",
-    ("opmatrix.profile.cli", "opmatrix.cli"): "UsageError, new_run_folder",
-    ("opmatrix.profile.targets", "opmatrix.cli"): "UsageError",
-    ("opmatrix.validate.cli", "opmatrix.cli"): "UsageError, new_run_folder",
-    ("opmatrix.validate.sources", "opmatrix.cli"): "UsageError",
-    ("opmatrix.validate.swap", "opmatrix.cli"): "UsageError",
+    ("opmatrix.profile.cli", "opmatrix.cli"): "new_run_folder",
+    ("opmatrix.validate.cli", "opmatrix.cli"): "new_run_folder",
     ("opmatrix.profile.ops", "opmatrix.validate.registry"): "the model-site registry lives in validate/",
 }
 

@@ -24,7 +24,7 @@ def add_calibration_parser(sub, subcommand) -> None:
 
 
 def run_calibration(args) -> int:
-    from opmatrix.cli import UsageError
+    from opmatrix.core.errors import UsageError
     from opmatrix.store import load_run, run_dir
 
     reports = Path(args.reports)

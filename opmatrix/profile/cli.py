@@ -10,7 +10,8 @@ import importlib.util
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.cli import UsageError, new_run_folder
+from opmatrix.cli import new_run_folder
+from opmatrix.core.errors import UsageError
 from opmatrix.profile import profiler, targets
 
 TRACE, MARKDOWN, JSON = "trace.json", "profile.md", "profile.json"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from opmatrix.cli import UsageError
+from opmatrix.core.errors import UsageError
 
 DEVICES = ("cpu", "cuda")
 PROFILE_TARGETS = ("llama_step", "block_step")  # what an error about a missing function of this module lists

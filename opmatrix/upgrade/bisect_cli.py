@@ -50,7 +50,8 @@ def add_bisect_parser(sub, subcommand) -> None:
 def run_bisect(args) -> int:
     from rich.console import Console
 
-    from opmatrix.cli import UsageError, _matrix_path
+    from opmatrix.cli import _matrix_path
+    from opmatrix.core.errors import UsageError
     from opmatrix.matrix import load_matrix
     from opmatrix.plan import check_plugins
 

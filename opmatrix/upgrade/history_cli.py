@@ -45,7 +45,7 @@ def run_history(args) -> int:
 
 
 def append(runs: list[str], history_dir: Path, reports: Path) -> int:
-    from opmatrix.cli import UsageError
+    from opmatrix.core.errors import UsageError
     from opmatrix.store import run_dir
 
     if not runs:
@@ -61,7 +61,7 @@ def append(runs: list[str], history_dir: Path, reports: Path) -> int:
 def show(filters: dict[str, str], history_dir: Path, metric: str, as_json: bool, html: str | None = None) -> int:
     """The trends the filters select, as Markdown or JSON on stdout, or (html not None) as a page whose path is
     printed: html names the file, "" means trend.html in the history folder."""
-    from opmatrix.cli import UsageError
+    from opmatrix.core.errors import UsageError
 
     if not history_dir.is_dir():
         raise UsageError(f"no history folder {history_dir}: create it with `opmatrix history append RUN` (a run id "
@@ -78,7 +78,7 @@ def show(filters: dict[str, str], history_dir: Path, metric: str, as_json: bool,
 
 
 def _write_page(found: list[Trend], metric: str, filters: dict[str, str], history_dir: Path, html: str) -> Path:
-    from opmatrix.cli import UsageError
+    from opmatrix.core.errors import UsageError
     from opmatrix.report.html.trend_page import TREND_HTML, write_trend_page
 
     path = Path(html) if html else history_dir / TREND_HTML
@@ -91,7 +91,7 @@ def _write_page(found: list[Trend], metric: str, filters: dict[str, str], histor
 
 def parse_filters(words: list[str]) -> dict[str, str]:
     """key=value words as a dict; UsageError naming the valid keys for an unknown one."""
-    from opmatrix.cli import UsageError
+    from opmatrix.core.errors import UsageError
 
     filters = {}
     for word in words:

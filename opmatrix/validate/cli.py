@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.cli import UsageError, new_run_folder
+from opmatrix.cli import new_run_folder
+from opmatrix.core.errors import UsageError
 from opmatrix.profile import profiler, targets
 from opmatrix.store import run_dir
 

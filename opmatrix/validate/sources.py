@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from opmatrix.cli import UsageError
+from opmatrix.core.errors import UsageError
 from opmatrix.core.result import split_backend_label
 from opmatrix.store import VERDICTS_JSON, labelled, read_manifest
 from opmatrix.validate import registry

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opmatrix.cli import UsageError
+from opmatrix.core.errors import UsageError
 from opmatrix.core.jobs import DeviceInfo
 from opmatrix.core.result import backend_label, split_backend_label
 from opmatrix.incell import plugins
