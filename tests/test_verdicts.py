@@ -88,18 +88,21 @@ def test_ten_percent_slower_is_found_slower_with_an_interval_excluding_one():
 
 @pytest.mark.slow
 def test_a_a_never_gives_a_confident_difference():
-    """Two identical contestants over many seeds: the false-alarm rate of the verdict is measured and printed."""
+    """Two identical contestants over many seeds: the false-alarm rate of the verdict (a confident difference: adopt)
+    is measured and printed, and so are the inconclusive ones (an interval that reaches past min_speedup: the
+    between-process term, estimated from this run's two twins, widens a 10-round interval now and then)."""
     seeds = 200
-    alarms = excluded = 0
+    alarms = open_ = excluded = 0
     for seed in range(seeds):
         v = verdict_of(rows({"twin": 1.0}, seed=seed))
-        alarms += v.verdict != KEEP
+        alarms += v.verdict not in (KEEP, INCONCLUSIVE)
+        open_ += v.verdict == INCONCLUSIVE
         c = v.candidates[0]
         excluded += c.lo > 1.0 or c.hi < 1.0
     rate = alarms / seeds
-    print(f"\nA/A over {seeds} seeds: verdict false alarms {alarms} ({100 * rate:.1f}%); geometric-mean interval "
-          f"excluding 1.0 in {excluded} ({100 * excluded / seeds:.1f}%, nominal 5%)")
-    assert rate <= 0.01
+    print(f"\nA/A over {seeds} seeds: verdict false alarms {alarms} ({100 * rate:.1f}%), inconclusive {open_}; "
+          f"geometric-mean interval excluding 1.0 in {excluded} ({100 * excluded / seeds:.1f}%, nominal 5%)")
+    assert rate <= 0.01 and open_ / seeds <= 0.05
 
 
 def test_pairing_cancels_drift_that_sequential_timing_cannot():
@@ -270,7 +273,7 @@ def test_the_a_a_floor_is_the_baselines_over_all_its_rounds_not_a_contestant_tha
     df = stats.add_paired_columns(add_speedup(frame(left), "torch"))
     slow = df[df.backend == "slow"].iloc[0]
     base = df[df.backend == "torch"].iloc[0]
-    assert slow.aa_hi - slow.aa_lo > 1.5 * (base.aa_hi - base.aa_lo)  # few rounds: a wide A/A interval
+    assert slow.aa_hi - slow.aa_lo > 2 * (base.aa_hi - base.aa_lo)  # few rounds: a wide A/A interval
     v = verdict_of(left)
     floor = max(df[df.backend == "torch"].aa_hi.max() - 1, 1 - df[df.backend == "torch"].aa_lo.min())
     assert v.aa_floor == f"±{100 * floor:.1f}%"

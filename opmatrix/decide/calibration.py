@@ -65,9 +65,11 @@ def twins(df) -> list[Twin]:
     """Every round group's A/A twin (stats.twin_rows) with its interval three ways."""
     rows = list(df[stats.READS].itertuples(index=False))
     chosen = sorted(stats.twin_rows(rows).values())
-    aa = stats.batch_at(len(rows), chosen, [stats.aa_series(rows[i]) for i in chosen])
+    aa = intervals.from_groups(len(rows), stats.ratio_groups(
+        chosen, [rows[i].aa_round_ms for i in chosen],
+        [rows[i].baseline_round_ms if len(rows[i].baseline_round_ms) else rows[i].round_ms for i in chosen]))
     terms = stats.process_terms(rows, aa, {i: i for i in chosen})
-    se, out = aa.within_se(), []
+    se, out = np.fmax(aa.median_se(), aa.within_se()), []
     lo_within, hi_within = aa.widened(ProcessTerm())
     for i in chosen:
         if aa.n[i] != aa.n[i]:

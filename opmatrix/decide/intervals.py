@@ -30,6 +30,7 @@ import numpy as np
 
 CONFIDENCE = 0.95
 MIN_ROUNDS = 3  # fewer per-round values: no interval
+HETEROGENEITY = 0.99  # the term is estimated only where Cochran's Q of the twins' offsets exceeds this chi² quantile
 MIN_TWINS = 2  # a between-process term from one twin (one draw of d² - s², one degree of freedom) is not used
 
 
@@ -59,6 +60,10 @@ class ProcessTerm:
         d, s, sp = (np.asarray(x, dtype=float) for x in (offsets, within, spreads))
         if len(d) < MIN_TWINS:
             return cls()
+        within = s > 0
+        if within.any() and float(np.sum((d[within] / s[within]) ** 2)) <= _scipy().chi2.ppf(HETEROGENEITY,
+                                                                                             int(within.sum())):
+            return cls()  # the twins' offsets are what their rounds' noise explains (Cochran's Q): no term
         excess = d ** 2 - s ** 2
         spread = sp > 0
         per_spread = float(np.mean(excess[spread] / sp[spread] ** 2)) if spread.any() else 0.0
@@ -77,6 +82,12 @@ class Batch:
     hi: np.ndarray
     spread: np.ndarray  # normal-consistent median absolute deviation of the log values
     n: np.ndarray
+
+    def median_se(self) -> np.ndarray:
+        """The log standard error of the median from the rounds' spread (√(π/2) σ / √n). A twin's offset is weighed
+        by the larger of this and within_se (ProcessTerm.from_twins): either alone, on ten rounds, is now and then
+        small enough by chance to make noise look like a difference between processes."""
+        return np.sqrt(np.pi / 2) * self.spread / np.sqrt(self.n)
 
     def within_se(self, confidence: float = CONFIDENCE) -> np.ndarray:
         """The log standard error the within-rounds bounds stand for."""
@@ -101,16 +112,24 @@ def positive(values) -> list[float]:
 
 
 def batch(series: list, confidence: float = CONFIDENCE) -> Batch:
-    """Batch over rows given as lists of per-round values (non-positive and non-finite values left out); rows of
-    one round count are computed together as one array."""
+    """Batch over rows given as lists of per-round values (non-positive and non-finite values left out)."""
     cleaned = [positive(s) for s in series]
-    out = Batch(*(np.full(len(cleaned), np.nan) for _ in range(5)))
     by_length: dict[int, list[int]] = {}
     for i, values in enumerate(cleaned):
-        if len(values) >= MIN_ROUNDS:
-            by_length.setdefault(len(values), []).append(i)
-    for n, rows in by_length.items():
-        values = np.sort(np.asarray([cleaned[i] for i in rows], dtype=float), axis=1)
+        by_length.setdefault(len(values), []).append(i)
+    groups = {n: (np.asarray(rows), np.asarray([cleaned[i] for i in rows], dtype=float).reshape(len(rows), n))
+              for n, rows in by_length.items()}
+    return from_groups(len(cleaned), groups, confidence)
+
+
+def from_groups(size: int, groups: dict, confidence: float = CONFIDENCE) -> Batch:
+    """Batch of `size` rows from {round count: (row indices, (rows, count) array of positive values)}: each round
+    count computed as one array; rows in no group, or with fewer than MIN_ROUNDS values, are NaN."""
+    out = Batch(*(np.full(size, np.nan) for _ in range(5)))
+    for n, (rows, values) in groups.items():
+        if n < MIN_ROUNDS or not len(rows):
+            continue
+        values = np.sort(values, axis=1)
         estimate, lo, hi = _median_bounds(values, confidence)
         spread = _scipy().median_abs_deviation(np.log(values), axis=1, scale="normal")
         out.estimate[rows], out.lo[rows], out.hi[rows], out.spread[rows], out.n[rows] = estimate, lo, hi, spread, n

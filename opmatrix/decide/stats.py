@@ -10,8 +10,9 @@ and the baseline A/A twin's. From these alone:
   baseline against the A/A twin's per-round ratios to the same baseline: both sides are paired, so a power-state
   drift between rounds cancels (on the raw samples it would swamp a 10 % difference); without a twin, on the raw
   samples. q-values by Benjamini-Hochberg over every paired row of the run (scipy.stats.false_discovery_control);
-- the A/A noise floor: the twin's ratio to the baseline in the same rounds, its interval's half-width around 1
-  (the same interval, process term included);
+- the A/A noise floor: the twin's ratio to the baseline in the same rounds, its within-rounds interval's
+  half-width around 1 (the rounds' noise: the threshold's unit; the process term is in the contestants' intervals,
+  and opmatrix calibration judges the twin's interval widened like a contestant's);
 - with `[run] builds` >= 2, every contestant was built that many times, each build in its own worker, all timed in
   the same rounds: the build, not the round, is then the unit a new run would draw afresh. The speed-up is the
   geometric mean of the builds' median ratios, and its interval the wider of a Student-t interval over those
@@ -141,6 +142,25 @@ def geomean_builds_interval(per_build_sets: list[list[list[float]]],
     return _widened(draws, pooled, confidence)
 
 
+def geomean_of(rows: list[Interval]) -> Interval | None:
+    """The geometric mean of independent rows' speed-ups (one per workload: each timed by workers of its own), its
+    interval from theirs on the log scale: half-widths added in quadrature, over the count (each row's interval
+    already carries its between-process term). None when a row has no interval."""
+    if not rows or any(not (r.lo == r.lo and r.hi == r.hi and r.lo > 0) for r in rows):
+        return None
+    logs = np.log([[r.estimate, r.lo, r.hi] for r in rows])
+    reach = np.sqrt(np.sum(np.maximum(logs[:, 0] - logs[:, 1], logs[:, 2] - logs[:, 0]) ** 2)) / len(rows)
+    centre = float(np.mean(logs[:, 0]))
+    return Interval(float(np.exp(centre)), float(np.exp(centre - reach)), float(np.exp(centre + reach)))
+
+
+def joined(a: Interval | None, b: Interval | None) -> Interval | None:
+    """`a` widened to reach `b`'s bounds too (either alone where the other is None)."""
+    if a is None or b is None:
+        return a or b
+    return Interval(a.estimate, min(a.lo, b.lo), max(a.hi, b.hi), a.samples)
+
+
 def build_series(round_ms, build_round_ms) -> list[list[float]]:
     """A row's round medians per build: its own, then each further build's (stored one after another, each aligned
     with round_ms)."""
@@ -232,18 +252,13 @@ def twin_rows(rows: list) -> dict[tuple, int]:
     return chosen
 
 
-def aa_series(r) -> list[float]:
-    """The twin's per-round ratio to the baseline of the row's rounds (the baseline's own row: to its own times)."""
-    return ratios(r.aa_round_ms, r.baseline_round_ms if len(r.baseline_round_ms) else r.round_ms)
-
-
 def process_terms(rows: list, aa: intervals.Batch, twins: dict[tuple, int]) -> dict[tuple, ProcessTerm]:
     """(run_id, device) -> the between-process term its round groups' twins measure (opmatrix.decide.intervals)."""
     by_run: dict[tuple, list[int]] = {}
     for i in twins.values():
         if aa.n[i] == aa.n[i]:
             by_run.setdefault((rows[i].run_id, rows[i].device), []).append(i)
-    se = aa.within_se()
+    se = np.fmax(aa.median_se(), aa.within_se())
     return {key: ProcessTerm.from_twins(np.log(aa.estimate[idx]), se[idx], aa.spread[idx])
             for key, idx in by_run.items()}
 
@@ -264,25 +279,30 @@ def add_paired_columns(df, between_processes: bool = True):
     paired = [r.status == "ok" and bool(r.pairing) for r in rows]
     contest = [i for i, r in enumerate(rows) if paired[i] and len(r.baseline_round_ms)]
     with_aa = [i for i, r in enumerate(rows) if paired[i] and len(r.aa_round_ms)]
-    aa = batch_at(len(rows), with_aa, [aa_series(rows[i]) for i in with_aa])
+    aa_groups = ratio_groups(with_aa, [rows[i].aa_round_ms for i in with_aa],
+                             [rows[i].baseline_round_ms if len(rows[i].baseline_round_ms) else rows[i].round_ms
+                              for i in with_aa])
+    aa = intervals.from_groups(len(rows), aa_groups)
     terms = process_terms(rows, aa, twin_rows(rows)) if between_processes else {}
     term_of = [terms.get((r.run_id, r.device), ProcessTerm()) for r in rows]
-    cols = {c: np.full(len(rows), np.nan) for c in ("speedup", "speedup_lo", "speedup_hi", "p_value", "aa", "aa_lo",
-                                                    "aa_hi")}
-    own = [ratios(rows[i].round_ms, rows[i].baseline_round_ms) for i in contest]
-    speed = batch_at(len(rows), contest, own)
+    cols = {c: np.full(len(rows), np.nan) for c in ("speedup", "speedup_lo", "speedup_hi", "aa", "aa_lo", "aa_hi")}
+    own_groups = ratio_groups(contest, [rows[i].baseline_round_ms for i in contest],
+                              [rows[i].round_ms for i in contest])
+    speed = intervals.from_groups(len(rows), own_groups)
     for term in set(term_of):
         at = np.asarray([t == term for t in term_of])
-        for name, b in (("speedup", speed), ("aa", aa)):
-            lo, hi = b.widened(term)
-            cols[name][at], cols[f"{name}_lo"][at], cols[f"{name}_hi"][at] = b.estimate[at], lo[at], hi[at]
+        lo, hi = speed.widened(term)
+        cols["speedup"][at], cols["speedup_lo"][at], cols["speedup_hi"][at] = speed.estimate[at], lo[at], hi[at]
+    # the A/A noise floor stays the rounds' own: the threshold is 1 + K_AA x the noise of the rounds, and the
+    # process term is already in every contestant's interval (opmatrix calibration widens the twin's like one)
+    cols["aa"], cols["aa_lo"], cols["aa_hi"] = aa.estimate, aa.lo, aa.hi
     for i in contest:
         if len(rows[i].build_round_ms):  # several builds: the build is the unit (builds_interval)
             interval = builds_interval(build_ratios(rows[i]), term=term_of[i])
             if interval:
                 cols["speedup"][i], cols["speedup_lo"][i], cols["speedup_hi"][i] = interval.estimate, interval.lo, \
                     interval.hi
-    cols["p_value"] = _p_values(rows, contest, own)
+    cols["p_value"] = _p_values(rows, contest, own_groups, aa_groups)
     for name, values in cols.items():
         df[name] = pd.array(values, dtype="float64")
     pvals = df.p_value.notna()
@@ -293,34 +313,56 @@ def add_paired_columns(df, between_processes: bool = True):
     return df
 
 
-def batch_at(size: int, at: list[int], series: list) -> intervals.Batch:
-    """intervals.batch of `series`, placed at rows `at` of a batch of `size` rows (NaN elsewhere)."""
-    b = intervals.batch(series)
-    out = intervals.Batch(*(np.full(size, np.nan) for _ in range(5)))
-    for name in ("estimate", "lo", "hi", "spread", "n"):
-        getattr(out, name)[at] = getattr(b, name)
-    return out
+def ratio_groups(at: list[int], numerators: list, denominators: list) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """per_round(numerator, denominator) of rows `at`, as {round count: (row indices, (rows, count) array)}: rows
+    whose two series have the same lengths are divided as one array; a row with a non-positive or non-finite time
+    has those rounds left out (per_round), and joins the group of the count left."""
+    by_shape: dict[tuple[int, int], list[int]] = {}
+    for k, (num, den) in enumerate(zip(numerators, denominators)):
+        by_shape.setdefault((len(num), len(den)), []).append(k)
+    parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for (a, b), ks in by_shape.items():
+        n = min(a, b)
+        if n == 0:
+            continue
+        num = np.asarray([numerators[k] for k in ks], dtype=float).reshape(len(ks), a)[:, :n]
+        den = np.asarray([denominators[k] for k in ks], dtype=float).reshape(len(ks), b)[:, :n]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = num / den
+        clean = ((num > 0) & (den > 0) & np.isfinite(values)).all(axis=1)
+        idx = np.asarray([at[k] for k in ks])
+        parts.setdefault(n, []).append((idx[clean], values[clean]))
+        for k in np.flatnonzero(~clean):
+            kept = [v for v in per_round(numerators[ks[k]], denominators[ks[k]]) if math.isfinite(v)]
+            parts.setdefault(len(kept), []).append((idx[k:k + 1], np.asarray([kept], dtype=float)))
+    return {n: (np.concatenate([p[0] for p in ps]), np.concatenate([p[1].reshape(len(p[0]), n) for p in ps]))
+            for n, ps in parts.items()}
 
 
-def _p_values(rows: list, contest: list[int], own: list[list[float]]) -> np.ndarray:
+def _positions(groups: dict) -> dict[int, tuple[int, int]]:
+    """row index -> (round count, position in that group's array)."""
+    return {int(i): (n, k) for n, (rows, _) in groups.items() for k, i in enumerate(rows)}
+
+
+def _p_values(rows: list, contest: list[int], own_groups: dict, aa_groups: dict) -> np.ndarray:
     """Mann-Whitney U per contestant: its per-round ratios against its twin's (batched over rows whose two series
     have the same lengths), else its samples against the baseline's of its rounds."""
     out = np.full(len(rows), np.nan)
     baselines = {tuple(getattr(r, k) for k in GROUP_KEYS): r for r in rows
                  if r.status == "ok" and r.pairing and not len(r.baseline_round_ms) and len(r.round_ms)
                  and len(r.aa_round_ms)}
-    shapes: dict[tuple[int, int], list[tuple[int, list[float], list[float]]]] = {}
-    for i, mine in zip(contest, own):
+    own, twin = _positions(own_groups), _positions(aa_groups)
+    pairs: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for i in contest:
         r = rows[i]
         if len(r.aa_round_ms):
-            twin = aa_series(r)
-            if len(mine) >= 3 and len(twin) >= 3:
-                shapes.setdefault((len(mine), len(twin)), []).append((i, mine, twin))
+            if i in own and i in twin and own[i][0] >= 3 and twin[i][0] >= 3:
+                pairs.setdefault((own[i][0], twin[i][0]), []).append((i, own[i][1], twin[i][1]))
         elif (base := baselines.get(tuple(getattr(r, k) for k in GROUP_KEYS))) is not None:
             p = mann_whitney(list(r.samples_ms), list(base.samples_ms))
             out[i] = np.nan if p is None else p
-    for group in shapes.values():
-        x = np.asarray([g[1] for g in group], dtype=float)
-        y = np.asarray([g[2] for g in group], dtype=float)
-        out[[g[0] for g in group]] = _scipy().mannwhitneyu(x, y, alternative="two-sided", axis=1).pvalue
+    for (n, m), found in pairs.items():
+        x = own_groups[n][1][[f[1] for f in found]]
+        y = aa_groups[m][1][[f[2] for f in found]]
+        out[[f[0] for f in found]] = _scipy().mannwhitneyu(x, y, alternative="two-sided", axis=1).pvalue
     return out

@@ -196,10 +196,12 @@ def _labels(ran, base) -> list[str]:
 def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
     rows = ran[labelled(ran, label)]
     c = Candidate(label)
-    failing, build_sets, worst = _measured(rows, targets, max_rel_err)
+    failing, build_sets, worst, timed = _measured(rows, targets, max_rel_err)
     c.correct_everywhere, c.why_not = not failing, "; ".join(failing)
     if not failing:
-        interval = stats.geomean_builds_interval(build_sets)
+        interval = stats.joined(stats.geomean_builds_interval(build_sets),
+                                stats.geomean_of([stats.Interval(r.speedup, r.speedup_lo, r.speedup_hi)
+                                                  for r in timed]))
         if interval:
             c.geomean, c.lo, c.hi, c.speedup = interval.estimate, interval.lo, interval.hi, interval.text()
         worst_text = stats.interval_text(worst.speedup, worst.speedup_lo, worst.speedup_hi)
@@ -213,10 +215,11 @@ def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
     return c
 
 
-def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[list[float]]], object]:
-    """(why it is not eligible per target, its per-round ratios per target and build, its slowest target's row)."""
+def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[list[float]]], object, list]:
+    """(why it is not eligible per target, its per-round ratios per target and build, its slowest target's row,
+    its timed rows)."""
     by_target = {(r.workload, r.dtype): r for r in rows.itertuples()}
-    failing, build_sets, worst = [], [], None
+    failing, build_sets, worst, timed = [], [], None, []
     for w, d in targets:
         r = by_target.get((w, d))
         if r is None or r.status != status.OK:
@@ -229,8 +232,9 @@ def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[list[flo
             failing.append(f"{w} {d}: not timed in rounds with the baseline")
         else:
             build_sets.append(builds)
+            timed.append(r)
             worst = r if worst is None or r.speedup < worst.speedup else worst
-    return failing, build_sets, worst
+    return failing, build_sets, worst, timed
 
 
 def _tuning_records(rows) -> list[dict]:
