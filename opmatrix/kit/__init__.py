@@ -11,7 +11,9 @@
   the element-wise check counts in, for a spec's `elementwise_tolerance`).
 
 Submodules, imported where used: `aot` (compile-only builds), `tune` (TileLang's autotuner, twice),
-`cutlass` (nvcc, CUTLASS headers, cached shared libraries). Stdlib only at import.
+`cutlass` (nvcc, CUTLASS headers, cached shared libraries); for issue 31's contestants `cubin` (a cubin's arch and
+resources), `nvidia` (the NVIDIA-only refusals), `cutile`, `cute_dsl` (their compile-only builds), `helion` (its
+fixed and autotuned variants) and `liger` (its interpreter probe). Stdlib only at import.
 """
 from __future__ import annotations
 
