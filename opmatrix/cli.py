@@ -11,25 +11,6 @@ from opmatrix.core import status
 from opmatrix.core.errors import UsageError
 
 
-def new_run_folder(reports: Path, run_id: str | None, kind: str, name: str, marker: str) -> Path:
-    """The folder of a new `kind` run (profile, validate) of `name`, created under `reports`: `run_id`, or
-    <UTC time>-<kind>-<name>. One that already holds `marker` (its main file) is not overwritten."""
-    import datetime
-
-    if run_id is not None:
-        paths.check_run_id(run_id)
-    run_id = run_id or f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{kind}-{name}"
-    folder = reports / run_id
-    if (folder / marker).exists():
-        raise UsageError(f"{folder}: already holds a {kind} run; choose another --run-id (or leave it out for a new "
-                         "one)")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{folder}: cannot create the run folder ({exc.strerror}); choose --reports DIR") from None
-    return folder
-
-
 def _known_runs(reports: Path) -> str:
     """The run folders under `reports` (those holding results or a manifest), for an error message."""
     from opmatrix.store import MANIFEST, RESULTS_JSONL
@@ -38,16 +19,6 @@ def _known_runs(reports: Path) -> str:
         return "none (no such folder)"
     runs = sorted(p.name for p in reports.iterdir() if (p / RESULTS_JSONL).is_file() or (p / MANIFEST).is_file())
     return ", ".join(runs) or "none"
-
-
-def _matrix_path(value: str) -> str:
-    """The matrix file a user named: a path from the current directory, else one from the project root
-    (`matrix/h200.toml` works from anywhere), else a file of the project's matrix folder (`h200.toml`, `h200`).
-    Nothing found: the name as given, for the matrix loader's error that lists the project's matrix files."""
-    given = Path(value).expanduser()
-    candidates = [given, paths.ROOT / given, paths.MATRICES / given, paths.MATRICES / f"{given}.toml"]
-    found = next((c for c in candidates if c.is_file()), None)
-    return str(found.resolve()) if found else value
 
 
 def _redo(args) -> frozenset[str]:
@@ -91,7 +62,7 @@ def _cmd_run(args) -> int:
 
         scheduler = RayScheduler(args.address, args.num_gpus)
     fail_on = _statuses("--fail-on", args.fail_on)
-    folder = run(_matrix_path(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler,
+    folder = run(paths.matrix_file(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler,
                  resume=args.resume, redo=redo, deadline_s=args.deadline_s, keep_scratch=args.keep_scratch,
                  rebuild=args.rebuild)
     return _failed_exit(folder, fail_on)
@@ -261,7 +232,7 @@ def _cmd_plan(args) -> int:
     from opmatrix import plan
     from opmatrix.matrix import load_matrix
 
-    matrix = load_matrix(_matrix_path(args.matrix))
+    matrix = load_matrix(paths.matrix_file(args.matrix))
     plan.check_plugins(matrix)
     rivals = {p.rival.cell.id: p.cell.id for p in plan.cell_plans(matrix, "plan", paths.SCRATCH) if p.rival}
     cells = [{"cell": c.id, "session": c.session, "jobs": [vars(j) for j in plan.plan_jobs(matrix, c)],
@@ -282,7 +253,7 @@ def _cmd_hosts(args) -> int:
     from opmatrix.matrix import load_matrix
     from opmatrix.scheduling import fleet, hosts
 
-    devices = load_matrix(_matrix_path(args.matrix)).device
+    devices = load_matrix(paths.matrix_file(args.matrix)).device
     if args.address:
         import ray
 

@@ -62,3 +62,40 @@ def check_run_id(run_id: str) -> str:
                        "'.', '_', '+', '-', starting with a letter or digit, without '..' (no '/', no absolute path); "
                        "choose another")
     return run_id
+
+
+def new_run_id(name: str) -> str:
+    """The id of a new run when none is given: <UTC time>-<name> (a matrix run: its matrix's name; profile, validate
+    and bisect: their kind and target). The one place this format is written."""
+    import datetime
+
+    return f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-{name}"
+
+
+def new_run_folder(reports: Path, run_id: str | None, kind: str, name: str, marker: str) -> Path:
+    """The folder of a new `kind` run (profile, validate) of `name`, created under `reports`: `run_id`, or
+    <UTC time>-<kind>-<name>. One that already holds `marker` (its main file) is not overwritten."""
+    from opmatrix.core.errors import UsageError
+
+    if run_id is not None:
+        check_run_id(run_id)
+    run_id = run_id or new_run_id(f"{kind}-{name}")
+    folder = reports / run_id
+    if (folder / marker).exists():
+        raise UsageError(f"{folder}: already holds a {kind} run; choose another --run-id (or leave it out for a new "
+                         "one)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{folder}: cannot create the run folder ({exc.strerror}); choose --reports DIR") from None
+    return folder
+
+
+def matrix_file(value: str) -> str:
+    """The matrix file a user named: a path from the current directory, else one from the project root
+    (`matrix/h200.toml` works from anywhere), else a file of the project's matrix folder (`h200.toml`, `h200`).
+    Nothing found: the name as given, for the matrix loader's error that lists the project's matrix files."""
+    given = Path(value).expanduser()
+    candidates = [given, ROOT / given, MATRICES / given, MATRICES / f"{given}.toml"]
+    found = next((c for c in candidates if c.is_file()), None)
+    return str(found.resolve()) if found else value

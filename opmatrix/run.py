@@ -44,11 +44,6 @@ class RunExists(Exception):
     """The run folder already holds results and --resume was not given, or --resume names no run."""
 
 
-def new_run_id(matrix_name: str) -> str:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return f"{now:%Y%m%d-%H%M%S}-{matrix_name}"
-
-
 def remaining(plans: list[CellPlan], stored: list[Result], redo: set[str]) -> list[CellPlan]:
     """--resume: the jobs with no stored row, or whose row's status is one to redo (default: lost). A resumed job
     is timed in rounds with its group's baseline (and a candidate toolchain's job with its peer under the
@@ -98,7 +93,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     if resume and not _started(Path(reports_dir) / str(run_id)):
         raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
                         f"{', '.join(known_runs(reports_dir)) or 'none'}")
-    run_id = paths.check_run_id(run_id or new_run_id(matrix.name))
+    run_id = paths.check_run_id(run_id or paths.new_run_id(matrix.name))
     store = ResultStore(Path(reports_dir) / run_id)
     store.check_writable()  # a read-only or full reports folder is refused before anything runs
     planned = [p.replace(rebuild=rebuild) for p in plan.cell_plans(matrix, run_id, Path(scratch_root))]

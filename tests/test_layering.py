@@ -36,8 +36,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("opmatrix.upgrade.compare", "opmatrix.report.markdown"): "Markdown table rows",
     ("opmatrix.upgrade.history_cli", "opmatrix.report.markdown"): "a command living in upgrade/",
     ("opmatrix.upgrade.history_cli", "opmatrix.report.html.trend_page"): "a command living in upgrade/",
-    ("opmatrix.profile.cli", "opmatrix.cli"): "new_run_folder",
-    ("opmatrix.validate.cli", "opmatrix.cli"): "new_run_folder",
     ("opmatrix.profile.ops", "opmatrix.validate.registry"): "the model-site registry lives in validate/",
 }
 

@@ -10,7 +10,6 @@ import importlib.util
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.cli import new_run_folder
 from opmatrix.core.errors import UsageError
 from opmatrix.profile import profiler, targets
 
@@ -46,7 +45,7 @@ def cmd_profile(args) -> int:
     target = targets.load_target(args.target)
     step = targets.make_step(target, args.preset, args.device)
     device = targets.step_device(target, step, args.device)
-    folder = new_run_folder(Path(args.reports), args.run_id, "profile", target.name, JSON)
+    folder = paths.new_run_folder(Path(args.reports), args.run_id, "profile", target.name, JSON)
     profile = profiler.profile_step(step, device, args.steps, args.threshold, trace_path=folder / TRACE,
                                     target=target.spec + (f" --preset {args.preset}" if args.preset else ""),
                                     description=getattr(step, "description", ""))

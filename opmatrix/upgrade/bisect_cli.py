@@ -5,7 +5,6 @@ bisect.junit.xml into the bisection's folder (reports/<run-id>/, one run folder 
 Markdown (or the JSON). opmatrix.cli wires it in with `add_bisect_parser(sub, _subcommand)`."""
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 
 from opmatrix import paths
@@ -50,7 +49,6 @@ def add_bisect_parser(sub, subcommand) -> None:
 def run_bisect(args) -> int:
     from rich.console import Console
 
-    from opmatrix.cli import _matrix_path
     from opmatrix.core.errors import UsageError
     from opmatrix.matrix import load_matrix
     from opmatrix.plan import check_plugins
@@ -63,7 +61,7 @@ def run_bisect(args) -> int:
     watch = [w.strip() for w in args.watch.split(",") if w.strip()]
     if not watch or set(watch) - set(compare.RISK_KINDS):
         raise UsageError(f"--watch {args.watch}: allowed: comma-separated of {', '.join(compare.RISK_KINDS)}")
-    m = load_matrix(_matrix_path(args.matrix))
+    m = load_matrix(paths.matrix_file(args.matrix))
     check_plugins(m)
     try:
         target = bisect_probe.choose_target(m, args.package, args.device, args.toolchain, args.kernel, args.workload,
@@ -72,7 +70,7 @@ def run_bisect(args) -> int:
             bisect_probe.available_versions(m, target, args.package), args.good, args.bad)
     except bisect_probe.BisectError as exc:
         raise UsageError(str(exc)) from None
-    run_id = args.run_id or f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%d-%H%M%S}-bisect-{args.package}"
+    run_id = args.run_id or paths.new_run_id(f"bisect-{args.package}")
     paths.check_run_id(run_id)
     folder = Path(args.reports) / run_id
     if (folder / FILES[1]).exists():

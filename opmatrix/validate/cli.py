@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.cli import new_run_folder
 from opmatrix.core.errors import UsageError
 from opmatrix.profile import profiler, targets
 from opmatrix.store import run_dir
@@ -82,7 +81,7 @@ def cmd_validate(args) -> int:
                          "rope=torch-compile) or --from-run RUN (the implementations its verdicts adopt)")
     swaps = swap.make_swaps(choices, kernels_dir, paths.BUILTIN_BACKENDS, info)
     profile = sources.read_profile(args.profile, Path(args.reports)) if args.profile else None
-    folder = new_run_folder(Path(args.reports), args.run_id, "validate", target.name, JSON)
+    folder = paths.new_run_folder(Path(args.reports), args.run_id, "validate", target.name, JSON)
     progress = _progress(args.json)
     progress(f"validate {spec}{' --preset ' + args.preset if args.preset else ''} on {device}: "
              f"{', '.join(s.label for s in swaps)}")

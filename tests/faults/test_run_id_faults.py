@@ -11,7 +11,7 @@ import pytest
 
 from opmatrix import paths
 from opmatrix import cli
-from opmatrix.cli import new_run_folder
+from opmatrix.paths import new_run_folder
 from tests.faults import plugins
 from tests.faults.harness import opmatrix
 
