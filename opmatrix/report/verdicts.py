@@ -5,7 +5,8 @@ from __future__ import annotations
 from opmatrix.report.table import Section
 
 VERDICT_NOTE = ("paired, interleaved timing: every contestant timed in the same shuffled rounds as the baseline "
-                "and its A/A twin; speed-ups are medians of per-round ratios with 95% bootstrap intervals, "
+                "and its A/A twin; speed-ups are medians of per-round ratios with 95% intervals that cover the "
+                "variation between rounds and, where the run's A/A twins show one, between worker processes, "
                 "geometric mean over the target workloads; the threshold is max(acceptance.min_speedup, 1 + 2 x the "
                 "A/A noise floor); `gap`: the framework does not run correctly on that device")
 
