@@ -131,7 +131,7 @@ def _versions(folder: Path) -> dict[tuple[str, str], tuple[str, str]]:
 def markdown(rows: list[Deployment]) -> str:
     from tabulate import tabulate
 
-    from opmatrix.report.markdown import cell
+    from opmatrix.mdtable import cell
 
     lines = ["# Supported deployments", ""]
     for kernel in sorted({d.kernel for d in rows}):

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 from xml.etree import ElementTree as ET
 
-from opmatrix.report.markdown import row
+from opmatrix.mdtable import row
 from opmatrix.upgrade import compare
 
 GOOD, BAD, UNKNOWN = "good", "bad", "unknown"

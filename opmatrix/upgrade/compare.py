@@ -36,7 +36,7 @@ from opmatrix.core.result import backend_label
 from opmatrix.core.text import visible
 from opmatrix.decide import stats
 from opmatrix.decide.verdicts import K_AA, Q_MAX
-from opmatrix.report.markdown import row
+from opmatrix.mdtable import row
 
 SAFE, RISK, BREAKS, NOTHING = "safe", "risk", "breaks", "nothing compared"
 IMPROVED, SAME, UNCOMPARED = "improved", "same", "not compared"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.core.result import split_backend_label
-from opmatrix.report.markdown import row
+from opmatrix.mdtable import row
 from opmatrix.upgrade import history
 from opmatrix.upgrade.history import FILTER_KEYS, METRICS, Trend, short_night
 
