@@ -6,7 +6,9 @@ is the job's target and the sources that decide the build:
 
 - the implementation's source digest: the kernel's spec.py, kernels/<kernel>/<backend>.py and the sources beside it
   that carry its name (`plugins.implementation_files`), and the backend adapter file;
-- the engine's own code a build runs through (opmatrix/kit, opmatrix/incell, opmatrix/core);
+- the helpers implementations build with (opmatrix/kit: compile targets, ptxas reports, the CUTLASS build), whose
+  edits change what a build makes or says; the rest of the engine only carries the row (edit it and the rows
+  stay: `--rebuild` when that is not what you want);
 - the cell environment's hash (device and toolchain: the packages the build imports) and this host (its compilers
   and devices: as asv, results are kept per machine);
 - the target: device vendor, arch and name, and the job (kernel, workload, dtype, backend, variant).
@@ -36,7 +38,7 @@ from opmatrix.incell import plugins
 FOLDER = "compile-cache"  # under the scratch root
 CACHEABLE = {Mode.COMPILE: (*status.BUILD_ONLY, status.UNSUPPORTED), Mode.RUN: (status.UNSUPPORTED,)}
 KEY_VERSION = 1  # raise when what a key covers changes
-ENGINE_PARTS = ("kit", "incell", "core")  # the packages of opmatrix a build runs through
+ENGINE_PARTS = ("kit",)  # the part of opmatrix implementations build with
 
 
 def applies(plan: CellPlan) -> bool:
