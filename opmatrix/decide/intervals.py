@@ -11,7 +11,9 @@ A row's per-round ratios (baseline / row, or twin / baseline) give two kinds of 
   with the within-rounds variance s² on top, so d² - s² estimates it (the moment estimator of a random-effects
   model). Two estimates from the run's twins, per device: a term common to every row (`pooled`) and one
   proportional to the row's own per-round variance (`per_spread`: noisy, short calls also differ more between
-  processes); a row takes the larger.
+  processes); a row takes the larger. It is estimated only where the twins' offsets are more than their rounds'
+  noise explains (Cochran's Q beyond its chi² HETEROGENEITY quantile): otherwise chance offsets of identical
+  processes would widen every interval of a run.
 A row's interval is its median times exp(± t · sqrt(s² + τ²)) on the log scale, where t is Student's quantile at
 the Welch-Satterthwaite degrees of freedom (the rounds for s², the number of twins for τ²: a term estimated from
 few twins is uncertain and the interval says so), joined with the within-rounds interval. A run (device) with fewer
