@@ -20,7 +20,7 @@ LAYERS = (
     ("core", {"core", "paths", "interrupts"}),
     ("in-cell", {"incell", "kit", "builtin"}),
     ("driver", {"", "matrix_checks", "matrix", "catalog", "plan", "manifest", "store", "cellenv", "scheduling",
-                "mdtable"}),
+                "mdtable", "sites"}),
     ("decide", {"decide"}),
     ("upgrade", {"upgrade"}),
     ("report", {"report", "progress"}),
@@ -33,7 +33,6 @@ DECLARED = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
 KNOWN: dict[tuple[str, str], str] = {
     ("opmatrix.decide.deployments", "opmatrix.upgrade.history"): "known-good ranges of the nightly history",
     ("opmatrix.upgrade.history_cli", "opmatrix.report.html.trend_page"): "a command living in upgrade/",
-    ("opmatrix.profile.ops", "opmatrix.validate.registry"): "the model-site registry lives in validate/",
 }
 
 

@@ -19,7 +19,8 @@ from opmatrix import paths  # noqa: E402
 from opmatrix.cli import UsageError, main  # noqa: E402
 from opmatrix.decide.stats import Interval  # noqa: E402
 from opmatrix.profile import ops, profiler, targets  # noqa: E402
-from opmatrix.validate import check, measure, registry, swap, verdict  # noqa: E402
+from opmatrix.sites import registry  # noqa: E402
+from opmatrix.validate import check, measure, swap, verdict  # noqa: E402
 
 LLAMA = "opmatrix.profile.targets:llama_step"
 WRONG_ROPE = '''"""A deliberately wrong rope: rotate_half without the negation (cat(x2, x1) instead of cat(-x2, x1))."""

@@ -9,7 +9,7 @@ the first rule that applies:
    opens such a range around every module whose class name ends with a suffix of MODULE_GROUPS (LlamaRMSNorm ->
    rmsnorm, LlamaRotaryEmbedding -> rope, LlamaMLP -> swiglu, Linear -> gemm_relu) and around every call of a
    function of FUNCTION_GROUPS (transformers' apply_rotary_pos_emb -> rope); both come from the model registry
-   (opmatrix.validate.registry), the sites `opmatrix validate` swaps kernels into. Innermost wins, so the projections
+   (opmatrix.sites.registry), the sites `opmatrix validate` swaps kernels into. Innermost wins, so the projections
    inside LlamaMLP (Linear) are gemm_relu and only its silu and product are swiglu;
 2. op name: the outermost op around it (itself included) that OP_GROUPS files under a kernel group: the aten::mm
    under aten::linear is gemm_relu, the aten::empty under aten::scaled_dot_product_attention is flash_attention,
@@ -27,7 +27,7 @@ import importlib
 import sys
 from collections.abc import Iterator
 
-from opmatrix.validate import registry
+from opmatrix.sites import registry
 
 GEMM, ATTENTION, RMSNORM, ROPE, SWIGLU = "gemm_relu", "flash_attention", "rmsnorm", "rope", "swiglu"
 ELEMENTWISE, OTHER = "elementwise", "other"
@@ -47,7 +47,7 @@ RANGE_PREFIX = "opmatrix::"
 STEP_RANGE = RANGE_PREFIX + "step"  # one profiled step; names no group
 
 # The model sites (module classes by name suffix, functions) are the registry's: one table for profile and validate
-# (opmatrix.validate.registry.SITES), read here as the profile's two views of it.
+# (opmatrix.sites.registry.SITES), read here as the profile's two views of it.
 MODULE_GROUPS = registry.module_sites()  # (class-name suffix, group): a range around every module whose name ends so
 FUNCTION_GROUPS = registry.function_sites()  # (module, function, group): a range around each call, where imported
 

@@ -78,7 +78,7 @@ def _output(step):
 
 def _check(step, name: str, swaps: list[Swap], reference) -> Checked:
     from opmatrix.incell.plugins import Unsupported
-    from opmatrix.validate.adapters import Unfit
+    from opmatrix.sites.adapters import Unfit
 
     calls = [s.kernel.calls for s in swaps]
     c = Checked(name, swaps)

@@ -34,7 +34,7 @@ HEADERS = ("variant", "logits rel err", "ms / step", "end-to-end gain", "predict
 def add_validate_parser(sub, subcommand) -> None:
     """The `validate` subcommand; `subcommand` is opmatrix.cli._subcommand."""
     p = subcommand(sub, "validate", "test kernels in the model: swap chosen implementations into a model step "
-                   "(registry: opmatrix/validate/registry.py), check its logits against the unmodified model, time "
+                   "(registry: opmatrix/sites/registry.py), check its logits against the unmodified model, time "
                    "both paired and interleaved, and confirm (or not) each microbenchmark win against the profile's "
                    "Amdahl prediction", EXAMPLE, cmd_validate)
     p.add_argument("target", help="llama (opmatrix.profile.targets:llama_step), or a target as opmatrix profile "

@@ -12,7 +12,7 @@ from pathlib import Path
 from opmatrix.core.errors import UsageError
 from opmatrix.core.result import split_backend_label
 from opmatrix.store import VERDICTS_JSON, labelled, read_manifest
-from opmatrix.validate import registry
+from opmatrix.sites import registry
 from opmatrix.validate.swap import Choice
 from opmatrix.validate.verdict import Micro
 

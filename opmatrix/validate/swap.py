@@ -18,7 +18,7 @@ from opmatrix.core.errors import UsageError
 from opmatrix.core.jobs import DeviceInfo
 from opmatrix.core.result import backend_label, split_backend_label
 from opmatrix.incell import plugins
-from opmatrix.validate import registry
+from opmatrix.sites import registry
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ def make_swaps(choices: list[Choice], kernels_dir: Path, backends_dir: Path, dev
         if not sites:
             raise UsageError(f"--use {choice.text()}: no model site is wired to kernel {choice.kernel!r} "
                              f"(wired: {', '.join(registry.swappable())}); add a Site to "
-                             "opmatrix/validate/registry.py to wire it")
+                             "opmatrix/sites/registry.py to wire it")
         if not plugins.impl_path(kernels_dir, choice.kernel, choice.backend).is_file():
             folder = Path(kernels_dir) / choice.kernel
             have = sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if p.stem != "spec")

@@ -1,7 +1,7 @@
 """Eager PyTorch. `default`: torch.nn.functional.rms_norm, the framework's own op (it allocates its output).
 `llama`: the norm as transformers' LlamaRMSNorm.forward writes it (x to fp32, mean of squares, rsqrt, back to the
 dtype, times the weight: each op its own kernel), the code a Llama model runs and the reference its swapped-in
-kernels are judged against (opmatrix.validate.registry, `eager`)."""
+kernels are judged against (opmatrix.sites.registry, `eager`)."""
 import torch
 
 from opmatrix.kit import Built, load_spec

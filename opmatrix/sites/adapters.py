@@ -1,5 +1,5 @@
 """Adapters: a model function (or method) rewritten to call an opmatrix kernel in its place, one per registry site
-(opmatrix.validate.registry). Each takes the model's arguments, lays them out as the kernel's spec says
+(opmatrix.sites.registry). Each takes the model's arguments, lays them out as the kernel's spec says
 (make_inputs), calls `kernel(workload, inputs)` and hands back what the model's code returns. A call the kernel
 cannot serve as the model would raises Unfit naming why; nothing falls back to the original silently.
 

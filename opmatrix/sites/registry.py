@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from opmatrix.validate import adapters
+from opmatrix.sites import adapters
 
 LLAMA = "transformers.models.llama.modeling_llama"
 
