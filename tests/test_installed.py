@@ -218,6 +218,11 @@ def test_a_wheel_installed_opmatrix_plans_and_runs_a_project_of_one_kernel_with_
     where = subprocess.run([str(python), "-c", "import opmatrix; print(opmatrix.__file__)"], env=env, check=True,
                            cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     assert Path(where).is_relative_to(venv) and not list(venv.rglob("__editable__*"))  # the wheel, not this tree
+    shipped = {p.relative_to(paths.PACKAGE) for p in (paths.PACKAGE / "builtin").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts}
+    installed = {p.relative_to(Path(where).parent) for p in (Path(where).parent / "builtin").rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts}
+    assert shipped and installed == shipped  # every shipped plugin file is in the wheel (package data)
     project = _project(tmp_path / "project")
     out = opmatrix("plan", "matrix/mine.toml", cwd=project)
     assert out.returncode == 0, out.stdout + out.stderr
