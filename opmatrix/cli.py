@@ -290,8 +290,8 @@ def parser() -> argparse.ArgumentParser:
     from opmatrix import __version__
     from opmatrix.decide.calibration_cli import add_calibration_parser
     from opmatrix.profile.cli import add_profile_parser  # imported here: both import UsageError from this module
-    from opmatrix.upgrade.bisect_cli import add_bisect_parser
-    from opmatrix.upgrade.history_cli import add_history_parser
+    from opmatrix.commands.bisect_cli import add_bisect_parser
+    from opmatrix.commands.history_cli import add_history_parser
     from opmatrix.validate.cli import add_validate_parser
 
     p = argparse.ArgumentParser(prog="opmatrix", description="Run every kernel backend on every device and "

@@ -18,7 +18,8 @@ import pytest
 
 from opmatrix import paths
 from opmatrix.matrix import MatrixError, load_matrix
-from opmatrix.upgrade import bisect, bisect_probe
+from opmatrix.commands import bisect_probe
+from opmatrix.upgrade import bisect
 from opmatrix.upgrade.bisect import BAD, FOUND, GOOD, NONE_BAD, OPEN, RECHECK, UNCONFIRMED, UNKNOWN, Probe
 
 VERSIONS = [f"1.{i}" for i in range(8)]

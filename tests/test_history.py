@@ -18,7 +18,7 @@ from opmatrix.store import ResultStore
 from opmatrix.upgrade import history
 from opmatrix.upgrade.history import (COLUMNS, FILTER_KEYS, HistoryError, append_run, change_points, known_good,
                                       read_history, trends)
-from opmatrix.upgrade.history_cli import add_history_parser
+from opmatrix.commands.history_cli import add_history_parser
 
 NOISE = 0.02  # sd of log(time) night to night: 2 %
 VERSIONS = {"python": "3.12.3", "torch": "2.11.0", "triton": "3.6.0", "tilelang": "0.1.14", "driver": "580.159.04",

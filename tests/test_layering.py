@@ -24,7 +24,7 @@ LAYERS = (
     ("decide", {"decide"}),
     ("upgrade", {"upgrade"}),
     ("report", {"report", "progress"}),
-    ("commands", {"run", "cli", "profile", "validate", "docs_reference", "__main__"}),
+    ("commands", {"run", "cli", "commands", "profile", "validate", "docs_reference", "__main__"}),
 )
 DECLARED = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
 
@@ -32,7 +32,6 @@ DECLARED = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
 # no longer matches an import fails the test below: remove it with the fix.
 KNOWN: dict[tuple[str, str], str] = {
     ("opmatrix.decide.deployments", "opmatrix.upgrade.history"): "known-good ranges of the nightly history",
-    ("opmatrix.upgrade.history_cli", "opmatrix.report.html.trend_page"): "a command living in upgrade/",
 }
 
 

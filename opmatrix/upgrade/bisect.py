@@ -5,7 +5,7 @@ Each probe is a paired comparison, never two numbers from two moments: the good 
 version's, timed in the same rounds by one cell runner on one device, the good side with the framework baseline
 and its A/A twin, judged row by row like a [[compare]] (opmatrix.upgrade.compare): `breaks` is bad, and a `risk`
 of a watched kind (time and correctness by default; compile time when asked: a cold build's time is one sample per
-side); `same`, `improved` and unwatched risks are good, `not compared` unknown. Running a probe is opmatrix.upgrade.bisect_probe's job; this
+side); `same`, `improved` and unwatched risks are good, `not compared` unknown. Running a probe is opmatrix.commands.bisect_probe's job; this
 module decides which versions to probe and reports what was found.
 
 The search: the bad end first (when it is not bad there is nothing to find, and the answer says so); then a binary

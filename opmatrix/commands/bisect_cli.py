@@ -1,6 +1,6 @@
 """`opmatrix bisect MATRIX --package NAME --good V1 --bad V2` (or `--versions V1,V2,...`): the first version of a
 package at which the chosen row goes bad, each probe a paired run against the good version (opmatrix.upgrade.bisect
-decides what to probe, opmatrix.upgrade.bisect_probe runs a probe). Writes bisect.md, bisect.json and
+decides what to probe, opmatrix.commands.bisect_probe runs a probe). Writes bisect.md, bisect.json and
 bisect.junit.xml into the bisection's folder (reports/<run-id>/, one run folder per probe inside it) and prints the
 Markdown (or the JSON). opmatrix.cli wires it in with `add_bisect_parser(sub, _subcommand)`."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.upgrade import bisect, bisect_probe, compare
+from opmatrix.commands import bisect_probe
+from opmatrix.upgrade import bisect, compare
 
 FILES = ("bisect.md", "bisect.json", "bisect.junit.xml")
 
