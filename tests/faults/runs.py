@@ -50,5 +50,7 @@ def check_row_is_its_own_job(row: dict) -> None:
     assert row["shape"] == f"n={n}" and row["flops"] == n, row
     assert min(row["samples_ms"]) >= ms, (row["workload"], min(row["samples_ms"]))  # it slept its own time
     slower = [other for _, other in WORKLOADS.values() if other > ms]
-    assert row["median_ms"] < min(slower, default=3 * ms), (row["workload"], row["median_ms"])  # not a slower job's
+    # not a slower job's: each of those sleeps longer on every call, so none of its samples is this fast (the
+    # fastest sample, not the median: a loaded machine stretches sleeps, it never shortens them)
+    assert min(row["samples_ms"]) < min(slower, default=3 * ms), (row["workload"], min(row["samples_ms"]))
 
