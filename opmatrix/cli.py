@@ -9,6 +9,7 @@ from pathlib import Path
 from opmatrix import paths
 from opmatrix.core import status
 from opmatrix.core.errors import UsageError
+from opmatrix.core.jobs import DEFAULT_MIN_SPEEDUP
 
 
 def _known_runs(reports: Path) -> str:
@@ -132,7 +133,7 @@ def _cmd_compare(args) -> int:
     reports = Path(args.reports)
     folders = [run_dir(r, reports) for r in args.runs]
     frames = [load_run(f) for f in folders]
-    min_speedup = float(_manifest(folders[-1]).acceptance.get("min_speedup", 1.05))
+    min_speedup = float(_manifest(folders[-1]).acceptance.get("min_speedup", DEFAULT_MIN_SPEEDUP))
     if args.baseline_device or args.candidate_device:
         comparisons = [_cross_host(args, frames, folders, min_speedup)]
     elif len(frames) == 1:

@@ -21,6 +21,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr,
 
 from opmatrix import matrix_checks as checks
 from opmatrix import paths
+from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP
 from opmatrix.incell.plugins import Registry, discover
 from opmatrix.matrix_checks import EXCLUDE_KEYS, NO_VALUE, Problem  # noqa: F401 (re-exported)
 
@@ -204,13 +205,10 @@ class RunSettings(_Model):
                                "on a CPU host and report compiles / lowers")
 
 
-DEFAULT_BASELINE = "torch"  # the framework path; the one place this default is written
-
-
 class Acceptance(_Model):
     baseline: Backend = Field(DEFAULT_BASELINE, description="the framework backend every contestant is timed "
                               "against, in every round, beside its A/A twin")
-    min_speedup: float = Field(1.05, gt=0, le=100, allow_inf_nan=False,
+    min_speedup: float = Field(DEFAULT_MIN_SPEEDUP, gt=0, le=100, allow_inf_nan=False,
                                description="a backend must beat the baseline by this to be adopted")
     max_rel_err: float | None = Field(None, gt=0, allow_inf_nan=False, description="a ceiling on ||out - ref|| / "
                                       "||ref|| for adopting, beyond each kernel's own tolerance")

@@ -19,7 +19,7 @@ from opmatrix.interrupts import Interrupted, as_interrupts
 from opmatrix.cellenv import scratch
 from opmatrix.decide import effort, stats
 from opmatrix.decide import verdicts as verdict_rules
-from opmatrix.core.jobs import CellPlan, baseline_job
+from opmatrix.core.jobs import DEFAULT_MIN_SPEEDUP, CellPlan, baseline_job
 from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
@@ -282,7 +282,7 @@ def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
     from opmatrix.report.html.compare_page import write_compare_page
     from opmatrix.upgrade import compare, cross_host
 
-    min_speedup = float(manifest.acceptance.get("min_speedup", 1.05))
+    min_speedup = float(manifest.acceptance.get("min_speedup", DEFAULT_MIN_SPEEDUP))
     comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.run_id, manifest)
                    for b, c in compare.declared_pairs(manifest.compare, df)]
     comparisons += cross_host.declared(df, manifest.compare_hosts, min_speedup, manifest.run_id, console)

@@ -85,6 +85,10 @@ class ToolchainSpec:
     find_links: str | None = None  # a local folder of wheels (pip --find-links)
 
 
+DEFAULT_BASELINE = "torch"  # [acceptance] baseline: the framework path; the one place this default is written
+DEFAULT_MIN_SPEEDUP = 1.05  # [acceptance] min_speedup: the gain a contestant must show; the one place it is written
+
+
 @dataclass(frozen=True)
 class Settings:
     """The matrix [run] settings a cell runner and its workers use."""
@@ -104,8 +108,8 @@ class Settings:
     burst_calls: int = 0  # a burst lasts at least this many calls (of the contestant's last round median)
     noise_target: float = 0  # extra rounds while the A/A interval's half-width is above this fraction (0: off)
     builds: int = 1  # independent builds of every contestant but the baseline, timed in the same rounds
-    baseline: str = "torch"  # acceptance.baseline: in every round, with its A/A twin
-    min_speedup: float = 1.05  # acceptance.min_speedup: more rounds while an interval straddles it
+    baseline: str = DEFAULT_BASELINE  # acceptance.baseline: in every round, with its A/A twin
+    min_speedup: float = DEFAULT_MIN_SPEEDUP  # acceptance.min_speedup: more rounds while an interval straddles it
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from opmatrix.core import status
+from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP
 from opmatrix.core.result import backend_label, split_backend_label
 from opmatrix.decide import stats
 from opmatrix.store import labelled
@@ -82,8 +83,8 @@ def decide(df, acceptance: dict, loc: dict[tuple[str, str], int] | None = None) 
     if "speedup" not in df.columns:
         df = stats.add_paired_columns(df)
     df = df[[c for c in READ if c in df.columns]]  # every selection below copies each column it carries
-    baseline = acceptance.get("baseline", "torch")
-    min_speedup = float(acceptance.get("min_speedup", 1.05))
+    baseline = acceptance.get("baseline", DEFAULT_BASELINE)
+    min_speedup = float(acceptance.get("min_speedup", DEFAULT_MIN_SPEEDUP))
     max_rel_err = acceptance.get("max_rel_err")
     loc = loc or {}
     verdicts = []
