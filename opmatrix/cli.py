@@ -95,7 +95,7 @@ def _failed_exit(folder: Path, fail_on: frozenset[str]) -> int:
 
 
 def _cmd_deployments(args) -> int:
-    from opmatrix.decide import deployments as deploy
+    from opmatrix.upgrade import deployments as deploy
     from opmatrix.store import known_runs, run_dir
 
     reports = Path(args.reports)

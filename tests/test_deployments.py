@@ -8,7 +8,7 @@ import pytest
 
 from opmatrix.cli import main
 from opmatrix.core.result import Result
-from opmatrix.decide.deployments import deployments, markdown, to_json
+from opmatrix.upgrade.deployments import deployments, markdown, to_json
 from opmatrix.store import ResultStore
 
 
@@ -129,6 +129,6 @@ def test_the_command_reads_shipped_kernels_only_and_refuses_a_bad_since(tmp_path
 
 @pytest.mark.parametrize("text", ["2026-11-30", "2026-11-30T12:00", "2026-11-30T12:00:00+00:00"])
 def test_since_reads_dates_and_times_as_utc(text):
-    from opmatrix.decide.deployments import since_time
+    from opmatrix.upgrade.deployments import since_time
 
     assert since_time(text).tzinfo is not None and since_time(text).date() == datetime.date(2026, 11, 30)

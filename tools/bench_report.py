@@ -2,6 +2,7 @@
 
     python tools/bench_report.py --rows 200000            # wall time and peak RSS of `opmatrix report`
     python tools/bench_report.py --rows 20000 --profile   # and the top of a cProfile of it
+    python tools/bench_report.py --rows 5000 --compare    # the two toolchains declared a [[compare]]
 
 The run is written into a temporary folder (removed afterwards unless --keep) and never committed. Its shape, a
 large nightly sweep: 2 toolchains x 4 devices (2 with a host, 2 without: their rows are `no_host`) x 8 kernels x 5
@@ -104,7 +105,7 @@ def _outcome(row: dict, rng, draws, group: str, base_rounds, aa_rounds: list[flo
                stability_pct=rng.uniform(0, 3), clock_dropped=False)
 
 
-def write_run(folder: Path, n: int, rounds: int, samples: int) -> int:
+def write_run(folder: Path, n: int, rounds: int, samples: int, compare: bool = False) -> int:
     folder.mkdir(parents=True)
     with open(folder / "results.jsonl", "w", encoding="utf-8") as fh:
         for i, line in enumerate(rows(n, rounds, samples)):
@@ -114,7 +115,7 @@ def write_run(folder: Path, n: int, rounds: int, samples: int) -> int:
     manifest = RunManifest(run_id=RUN_ID, matrix="bench", planned_jobs=n, baseline="torch",
                            acceptance={"baseline": "torch", "min_speedup": 1.05},
                            lines_of_code={f"{k}/{b}": 50 for k in KERNELS for b, _ in BACKENDS},
-                           compare=[list(TOOLCHAINS)])
+                           compare=[list(TOOLCHAINS)] if compare else [])
     (folder / "run.json").write_text(manifest.to_json(), encoding="utf-8")
     return (folder / "results.jsonl").stat().st_size
 
@@ -150,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=30, help="rounds per timed row (default 30)")
     parser.add_argument("--samples", type=int, default=100, help="raw samples kept per timed row (default 100)")
+    parser.add_argument("--compare", action="store_true", help="declare the two toolchains a [[compare]] (the "
+                        "report then writes the upgrade comparison too: opmatrix.upgrade.compare)")
     parser.add_argument("--profile", action="store_true", help="also print the top of a cProfile of the report")
     parser.add_argument("--keep", action="store_true", help="keep the temporary run folder (its path is printed)")
     args = parser.parse_args(argv)
@@ -157,9 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         folder = tmp / "reports" / RUN_ID
         start = time.perf_counter()
-        size = write_run(folder, args.rows, args.rounds, args.samples)
+        size = write_run(folder, args.rows, args.rounds, args.samples, args.compare)
         print(f"machine: {machine()}")
-        print(f"run: {args.rows} rows, {args.rounds} rounds and {args.samples} samples per timed row, results.jsonl "
+        print(f"run: {args.rows} rows, {args.rounds} rounds and {args.samples} samples per timed row"
+              f"{', [[compare]] a -> b' if args.compare else ''}, results.jsonl "
               f"{size / 1e6:.0f} MB (written in {time.perf_counter() - start:.0f} s)")
         profile = tmp / "report.prof" if args.profile else None
         code, wall, cpu, rss, tail = report(folder, profile)

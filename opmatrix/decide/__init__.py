@@ -1,2 +1,3 @@
 """From stored rows to decisions: paired statistics per row (stats), verdicts per (kernel, device, toolchain)
-(verdicts), the supported-deployments table (deployments). Reads records only; scipy does the statistics."""
+(verdicts). Reads records only; scipy does the statistics. The supported-deployments table, which also reads the
+nightly history's known-good ranges, is opmatrix.upgrade.deployments."""

@@ -1,1 +1,2 @@
-"""Upgrade risk: toolchain and run comparisons, and the nightly history with its change points."""
+"""Upgrade risk: toolchain and run comparisons, the nightly history with its change points and known-good ranges,
+and the supported-deployments table built from stored verdicts and that history."""
