@@ -36,14 +36,17 @@ def toolchain_spec(tc) -> ToolchainSpec:
                          find_links=tc.find_links)
 
 
+ACCEPTANCE_SETTINGS = ("baseline", "min_speedup")  # the Settings fields that come from [acceptance]
+
+
 def settings(matrix: Matrix) -> Settings:
-    run, acceptance = matrix.run, matrix.acceptance
-    return Settings(trials=run.trials, seed=run.seed, warmup_ms=run.warmup_ms, rep_ms=run.rep_ms,
-                    cuda_graph_below_ms=run.cuda_graph_below_ms, crosscheck=run.crosscheck,
-                    compile_only=run.compile_only, rounds=run.rounds, max_rounds=run.max_rounds,
-                    round_extra_s=run.round_extra_s, burst_ms=run.burst_ms, burst_warmup_ms=run.burst_warmup_ms,
-                    burst_calls=run.burst_calls, noise_target=run.noise_target, builds=run.builds,
-                    baseline=acceptance.baseline, min_speedup=acceptance.min_speedup)
+    """The cell's Settings: each field is the [run] key of the same name, or the [acceptance] one; the list of
+    fields is written once, in core.jobs.Settings (a field [run] does not have is a mistake, not a silent default)."""
+    names = [f.name for f in dataclasses.fields(Settings)]
+    missing = [n for n in names if n not in ACCEPTANCE_SETTINGS and n not in type(matrix.run).model_fields]
+    if missing:
+        raise TypeError(f"core.jobs.Settings fields that matrix.RunSettings does not declare: {', '.join(missing)}")
+    return Settings(**{n: getattr(matrix.acceptance if n in ACCEPTANCE_SETTINGS else matrix.run, n) for n in names})
 
 
 def plan_cells(matrix: Matrix) -> list[CellSpec]:
