@@ -37,12 +37,12 @@ from opmatrix.core.text import visible
 from opmatrix.decide import stats
 from opmatrix.decide.verdicts import K_AA, Q_MAX
 from opmatrix.mdtable import row
+from opmatrix.upgrade.history import KEY  # what a row measured: the same key as the history's
+from opmatrix.upgrade.history import VERSION_FIELDS as FINGERPRINT  # the toolchain fingerprint, named once
 
 SAFE, RISK, BREAKS, NOTHING = "safe", "risk", "breaks", "nothing compared"
 IMPROVED, SAME, UNCOMPARED = "improved", "same", "not compared"
 COVERED = (status.OK, status.COMPILES, status.LOWERS)
-FINGERPRINT = ("python", "torch", "triton", "tilelang", "driver", "runtime")
-KEY = ("device", "kernel", "workload", "dtype", "backend", "variant")
 COMPILE_RATIO, COMPILE_MIN_S = 2.0, 5.0
 RISK_KINDS = ("time", "correctness", "compile")  # what a row's risk can be about (RowChange.risks)
 ERR_GROWTH, ERR_FLOOR_OF_TOL = 4.0, 0.1
