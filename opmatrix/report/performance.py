@@ -32,6 +32,13 @@ CLOCK_NOTE = (f"; {CLOCK_MARK}: the SM clock dropped or the driver capped power 
               "(see Measurement quality)")
 
 
+# What a table entry reads of a row (timing, paired, fastest and the roofline bound)
+ENTRY_COLUMNS = [*KEYS, "toolchain", "label", "cell", "median_ms", "graph_median_ms", "clock_dropped",
+                 "speedup_vs_framework", "speedup", "speedup_lo", "speedup_hi", "aa", "aa_lo", "aa_hi", "round_ms",
+                 "build_round_ms", "baseline_round_ms", "tflops", "gbps", "flops", "min_bytes", "roofline_pct",
+                 "ceiling_tflops", "ceiling_gbps"]
+
+
 def timed_rows(df):
     """The rows the performance tables and charts show: `ok` with a median time, each with its backend label."""
     timed = df[(df.status == status.OK) & df.median_ms.notna()].copy()
@@ -61,7 +68,8 @@ def kernel_table(kernel: str, k) -> Section:
     capped = power_capped_cells(k)
     entries: dict[tuple, dict] = {}  # (device, workload, dtype, toolchain) -> label -> its row (the first)
     best: dict[tuple, tuple] = {}  # the same key -> its fastest row (the first of equal medians)
-    for r in k.itertuples(index=False):  # one pass: a table of 200,000 rows is not filtered once per entry
+    for r in k[[c for c in ENTRY_COLUMNS if c in k.columns]].itertuples(index=False):  # one pass, not a filter of
+        # the frame per entry; only the columns an entry reads (a row has ~90, lists among them)
         key = (r.device, r.workload, r.dtype, r.toolchain)
         entries.setdefault(key, {}).setdefault(r.label, r)
         if key not in best or r.median_ms < best[key].median_ms:
@@ -87,7 +95,8 @@ def rounds_left(k) -> str | None:
     """Where contestants left the extra rounds once their interval cleared the threshold: how many, and after how
     many rounds, against the baseline's (every round of its group). Their intervals come from their own rounds."""
     # rows stored before round groups were cannot say which rounds they shared
-    paired = k[(k.pairing == "interleaved") & k.round_group.fillna("").ne("")]
+    paired = k.loc[(k.pairing == "interleaved") & k.round_group.fillna("").ne(""),
+                   ["round_group", "rounds", "baseline_round_ms"]]
     base, rivals = {}, []  # the baseline's rounds by round group (a resumed contestant's partner has no row)
     for r in paired.itertuples():
         if not len(r.baseline_round_ms):  # the baseline: in every round of its group(s)
