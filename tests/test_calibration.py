@@ -140,8 +140,8 @@ TORCH = "def build(w, dtype, device, variant):\n    def fn(x, out):\n        out
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("OPMATRIX_CPU_CALIBRATION"), reason="set OPMATRIX_CPU_CALIBRATION=1: "
-                    "CPU_GROUPS real paired runs take minutes on a shared machine (two groups took 188 s on the "
-                    "team's loaded 2-core machine), past the suite's budget")
+                    "CPU_GROUPS real paired runs take minutes on a shared machine (255 s on the team's loaded 2-core "
+                    "machine), past the suite's budget")
 def test_torch_against_its_twin_on_this_cpu_through_the_real_rounds(tmp_path):
     """CPU_GROUPS (kernel, workload) groups, each a small paired run: torch, its A/A twin (a worker of its own) and
     an identical contestant, timed in the cell runner's real interleaved rounds. Prints what the intervals cover."""
