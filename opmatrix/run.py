@@ -62,8 +62,7 @@ def remaining(plans: list[CellPlan], stored: list[Result], redo: set[str]) -> li
 
 def _partner(plan: CellPlan, job) -> tuple:
     """The jobs a resumed job must be timed beside: its group's baseline, and (a rival's job) its peer."""
-    group = (job.kernel, job.workload, job.dtype)
-    own = [j for j in plan.jobs if (j.kernel, j.workload, j.dtype) == group]
+    own = [j for j in plan.jobs if j.contest == job.contest]
     base = baseline_job(own, plan.settings.baseline)
     base = None if base == job else base
     peer = next((j for j in own if (j.backend, j.variant) == (job.backend, job.variant)), None) if job.rival else None

@@ -135,7 +135,7 @@ def lost_results(plan: CellPlan, done: set[tuple], code: int, log_tail: str, rea
     for job in plan.all_jobs():
         if plan.key(job) in done:
             continue
-        phase = reached.groups.get((job.kernel, job.workload, job.dtype), "")
+        phase = reached.groups.get(job.contest, "")
         during = f"during this job's {phase}" if phase else "before this job started"
         result = plan.row(job, status.LOST, f"the cell runner ended {during} (nox exit code {code}){last}; see "
                                             f"{plan.scratch_dir}/nox.log; --resume runs it again")

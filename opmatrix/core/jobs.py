@@ -137,6 +137,12 @@ class JobSpec:
     timeout_s: float
     rival: bool = False  # a job of the plan's rival cell (the candidate toolchain of a [[compare]])
 
+    @property
+    def contest(self) -> tuple[str, str, str]:
+        """(kernel, workload, dtype): the jobs that contest together, built side by side and timed in the same
+        rounds; the one place this group is defined."""
+        return (self.kernel, self.workload, self.dtype)
+
 
 def baseline_job(jobs, baseline: str) -> JobSpec | None:
     """The job every other job of one (kernel, workload, dtype) is paired with: the baseline backend's `default`

@@ -81,7 +81,7 @@ def contest_groups(jobs) -> list[list[JobSpec]]:
     """Jobs of one (kernel, workload, dtype) contest together; the plan keeps them next to each other."""
     groups: dict[tuple, list[JobSpec]] = {}
     for job in jobs:
-        groups.setdefault((job.kernel, job.workload, job.dtype), []).append(job)
+        groups.setdefault(job.contest, []).append(job)
     return list(groups.values())
 
 
@@ -196,7 +196,7 @@ class CellRunner:
         group = f"{jobs[0].kernel} {jobs[0].workload} {jobs[0].dtype}"
         while pending and not self.plan.past_deadline():
             block += 1
-            self.on_stage((jobs[0].kernel, jobs[0].workload, jobs[0].dtype), "build")
+            self.on_stage(jobs[0].contest, "build")
             self.on_now(f"{group}: building and checking {len(pending)} contestant(s)")
             members: list[Contestant] = []
             while pending and not self.plan.past_deadline():
@@ -227,7 +227,7 @@ class CellRunner:
                 + [c for c in (base, twin) if c is not None and c not in members]
             if not racers:
                 break
-            self.on_stage((jobs[0].kernel, jobs[0].workload, jobs[0].dtype), "timing")
+            self.on_stage(jobs[0].contest, "timing")
             rounds = Rounds(racers, base, self.plan.settings, first_round, self._round_progress(group, racers),
                             settle=self.plan.rival is None)  # a toolchain pair stays together in every round
             rounds.run()
