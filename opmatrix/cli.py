@@ -107,7 +107,10 @@ def _cmd_deployments(args) -> int:
                          "or 2026-11-30T12:00 (UTC)") from None
     if args.last is not None and args.last < 1:
         raise UsageError(f"--runs {args.last}: give how many of the latest runs to read, 1 or more")
-    rows = deploy.deployments(folders, kernels=set(_project_plugins().kernels()), since=since, last=args.last)
+    # every run of the reports folder: only the project's kernels (a kernel that exists only for a test is left
+    # out); runs named on the command line: whatever they decided, as asked
+    kernels = None if args.runs else set(_project_plugins().kernels())
+    rows = deploy.deployments(folders, kernels=kernels, since=since, last=args.last)
     if not rows:
         raise UsageError(f"no verdicts in {', '.join(str(f) for f in folders) or reports}: verdicts come from runs "
                          "timed in rounds (opmatrix run writes verdicts.json)")

@@ -125,6 +125,8 @@ def test_the_command_reads_shipped_kernels_only_and_refuses_a_bad_since(tmp_path
     code, out = deploy("--since", "last tuesday")
     assert code == 2 and "--since 'last tuesday': not a date" in out.err
     assert deploy("--runs", "0")[0] == 2
+    code, out = deploy("r", "--json")  # a run named on the command line: everything it decided, as asked
+    assert code == 0 and {d["kernel"] for d in json.loads(out.out)} == {"rmsnorm", "gpufault"}
 
 
 @pytest.mark.parametrize("text", ["2026-11-30", "2026-11-30T12:00", "2026-11-30T12:00:00+00:00"])

@@ -149,15 +149,17 @@ def test_an_aa_interval_narrow_but_off_one_is_not_within_the_target():
 
 def test_a_cpu_matmul_ceiling_is_sized_to_its_dtypes_speed():
     """A CPU without half-precision units runs an fp16 1024^3 product in seconds, and the timer takes at least five:
-    a CPU cell with fp16 jobs spent 30 s on its ceilings. The size now follows the measured rate (about 50 ms a
-    call), between 256 and 1024, and the ceiling says which size it used."""
-    from opmatrix.incell.ceilings import cpu_matmul_size, measure_ceilings
+    a CPU cell with fp16 jobs spent 30 s on its ceilings. The size follows the measured one-thread rate (about 2 ms
+    a call, so that a busy machine leaves some calls uninterrupted), between CPU_MATMUL_MIN and 1024, and the
+    ceiling says which size it used."""
+    from opmatrix.incell.ceilings import CPU_MATMUL_MIN, cpu_matmul_size, measure_ceilings
 
-    assert cpu_matmul_size(1e9) == 256  # 1 GFLOP/s: emulated fp16
-    assert cpu_matmul_size(100e9) == 1024  # fp32 on AVX cores: the full size
-    assert 256 < cpu_matmul_size(10e9) < 1024
+    assert cpu_matmul_size(1e9) == CPU_MATMUL_MIN  # 1 GFLOP/s: emulated fp16
+    assert cpu_matmul_size(10e12) == 1024  # never past the full size
+    assert CPU_MATMUL_MIN < cpu_matmul_size(100e9) < 1024  # fp32 on one AVX core
     measured = measure_ceilings("cpu", ["float32"], warmup_ms=1, rep_ms=1)
     assert measured["how"].startswith("matmul float32 ") and measured["tflops"]["float32"] > 0
+    assert "one thread's rates x" in measured["how"] and len(measured["copy_gbps_by_bytes"]) == 4
 
 
 def test_a_noisy_twin_alone_adds_no_rounds():

@@ -80,7 +80,7 @@ def _rounds_of(r, ratios: list[float]) -> str:
     floor was measured with, and what a round costs."""
     rounds = len(r.round_ms)
     text = f"{rounds} rounds"
-    calls = len(r.samples_ms) / rounds
+    calls = (r.reps if present(r.reps) and r.reps else len(r.samples_ms)) / rounds  # reps: every sample, kept or not
     if calls >= 1 and present(r.median_ms):
         text += f" of ~{calls:.0f}-call bursts, {calls * r.median_ms:.3g} ms of calls each"
     if present(getattr(r, "rounds_s", None)) and r.rounds_s > 0:
