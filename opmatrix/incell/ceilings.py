@@ -76,15 +76,12 @@ def _measure(torch_device: str, dtypes: list[str], warmup_ms: float | None, rep_
         sizes[dtype] = n
         del a, b, c
     matmuls = ", ".join(f"{d} {n}^3" for d, n in sizes.items()) or "none"
-    count = size["copy_mib"] * 1024 * 1024 // 4
-    src = torch.ones(count, device=torch_device)  # the values do not matter to a copy; randn costs a CPU cell 0.4 s
-    dst = torch.empty_like(src)
-    timing = measure.time_callable(lambda: dst.copy_(src), torch_device, warmup_ms, rep_ms)
-    measured = {"tflops": tflops, "copy_gbps": 2.0 * src.numel() * 4 / (_typical_ms(timing, torch_device) / 1e3) / 1e9,
-                "how": f"matmul {matmuls}, copy {size['copy_mib']} MiB (read+write), {timing.timer}"}
-    del src, dst
+    copy_gbps, timer = _copy_gbps(2 * size["copy_mib"] * 2 ** 20, torch_device, warmup_ms, rep_ms)
+    measured = {"tflops": tflops, "copy_gbps": copy_gbps,
+                "how": f"matmul {matmuls}, copy {size['copy_mib']} MiB (read+write), {timer}"}
     if torch_device == "cpu":
-        measured["copy_gbps_by_bytes"] = {str(moved): _copy_gbps(moved, warmup_ms, rep_ms) for moved in COPY_SIZES_CPU}
+        measured["copy_gbps_by_bytes"] = {str(moved): _copy_gbps(moved, "cpu", warmup_ms / 2, rep_ms / 2)[0]
+                                          for moved in COPY_SIZES_CPU}
         measured["how"] += "; best call of each; copies of " + ", ".join(f"{m / 2 ** 20:g}" for m in COPY_SIZES_CPU) \
             + " MiB moved for working sets that fit a cache"
     return measured
@@ -95,14 +92,15 @@ def _typical_ms(timing: measure.Timing, torch_device: str) -> float:
     return min(timing.samples_ms) if torch_device == "cpu" else timing.median_ms
 
 
-def _copy_gbps(moved: int, warmup_ms: float, rep_ms: float) -> float:
-    """GB/s of the best CPU copy that moves `moved` bytes (half read, half written)."""
+def _copy_gbps(moved: int, torch_device: str, warmup_ms: float, rep_ms: float) -> tuple[float, str]:
+    """(GB/s, timer) of a float32 copy that moves `moved` bytes (half read, half written), its call taken as
+    _typical_ms says."""
     import torch
 
-    src = torch.ones(moved // 8)
+    src = torch.ones(moved // 8, device=torch_device)  # the values do not matter to a copy; randn costs a CPU 0.4 s
     dst = torch.empty_like(src)
-    timing = measure.time_callable(lambda: dst.copy_(src), "cpu", warmup_ms / 2, rep_ms / 2)
-    return moved / (min(timing.samples_ms) / 1e3) / 1e9
+    timing = measure.time_callable(lambda: dst.copy_(src), torch_device, warmup_ms, rep_ms)
+    return moved / (_typical_ms(timing, torch_device) / 1e3) / 1e9, timing.timer
 
 
 def _one_call_rate(dt) -> float:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from opmatrix.core import status
-from opmatrix.incell import correctness
+from opmatrix.incell import correctness, measure
 from opmatrix.incell.contract import PluginError
 
 INPUT_SETS = 2  # timed calls rotate over this many seeded input sets
@@ -47,7 +47,6 @@ FRESH_SEED_OFFSET = 2000  # the fresh contents of the checked calls: settings.se
 SLOWER, SLACK_MS = 3.0, 0.05  # checked calls slower than this x the bursts (+ slack): work was skipped while timed
 WALL_FACTOR, WALL_SLACK_MS = 1.5, 0.2  # GPU: wall time to the device-wide sync beyond this x the events
 MEMORY_HEADROOM = 0.5  # a second set is made only if it would use at most this share of the free device memory
-FLUSH_BYTES = 256 * 1024 * 1024  # as opmatrix.incell.measure: every checked GPU call starts with a cold L2
 
 
 class Cheat(Exception):
@@ -110,14 +109,18 @@ def require_informative(reference, spec_file: str) -> None:
                           "never computed would pass; make_inputs must give inputs whose reference is informative")
 
 
+def misbehaved(got, like, inputs: tuple, kept: tuple) -> str:
+    """Why one call broke the contract before its values are even compared, or '': an output of the wrong form, or
+    inputs that no longer equal their pristine copy."""
+    written = changed_inputs(inputs, kept)
+    return output_form(got, like) or (f"writes its inputs: {written}" if written else "")
+
+
 def check_output(got, like, kept: tuple, inputs: tuple, verdict: correctness.Verdict, reference) -> str:
     """Why one call's output (or its inputs afterwards) is wrong, or ''. `verdict` accumulates the comparison."""
-    form = output_form(got, like)
-    if form:
-        return form
-    written = changed_inputs(inputs, kept)
-    if written:
-        return f"writes its inputs: {written}"
+    broke = misbehaved(got, like, inputs, kept)
+    if broke:
+        return broke
     try:
         verdict.add(got, reference)
     except correctness.ShapeMismatch as exc:
@@ -144,10 +147,13 @@ class InputSet:
 class Checks:
     """What the checked calls of the bursts so far saw."""
 
-    checked_ms: list[float] = field(default_factory=list)  # every checked call's time, in order
+    checked_ms: list[float] = field(default_factory=list)  # every passed checked call's time, in order
     fresh_ms: list[float] = field(default_factory=list)  # those of the calls with fresh contents
     burst_medians_ms: list[float] = field(default_factory=list)
-    passed: int = 0
+
+    @property
+    def passed(self) -> int:
+        return len(self.checked_ms)
 
 
 class TimedCall:
@@ -155,10 +161,10 @@ class TimedCall:
 
     def __init__(self, fn: Callable, sets: list[InputSet], returns_output: bool, torch_device: str,
                  make_verdict: Callable[[], correctness.Verdict], fresh: Callable[[int], tuple[tuple, object]],
-                 first_fresh_seed: int, note: str = "") -> None:
+                 first_fresh_seed: int) -> None:
         """`fresh(seed)`: new inputs and their reference, contents no call has seen (seeds from first_fresh_seed)."""
         self.fn, self.sets, self.returns_output = fn, sets, returns_output
-        self.torch_device, self.make_verdict, self.note = torch_device, make_verdict, note
+        self.torch_device, self.make_verdict = torch_device, make_verdict
         self.fresh, self.next_fresh_seed = fresh, first_fresh_seed
         self.next = 0
         self.checks = Checks()
@@ -222,7 +228,6 @@ class TimedCall:
         self.checks.checked_ms.append(event_ms)
         if fresh:
             self.checks.fresh_ms.append(event_ms)
-        self.checks.passed += 1
 
     def _time_once(self, s: InputSet) -> tuple[float, float, object]:
         """(timed ms, wall ms to a device-wide synchronisation, what the call returned), timed as a burst's calls
@@ -234,7 +239,7 @@ class TimedCall:
             return ms, ms, returned
         torch = _torch()
         if self._flush is None:
-            self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.torch_device)
+            self._flush = torch.empty(measure.FLUSH_BYTES // 4, dtype=torch.int32, device=self.torch_device)
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         self._flush.zero_()

@@ -182,10 +182,9 @@ def check_correctness(loaded: Loaded, built: Built, case: Case, task: WorkerTask
         integrity.require_informative(reference, spec.__file__)
         case.out.fill_(float("nan"))
         got = call(built, case, loaded, task, status.RUNTIME_ERROR)
-        wrong = integrity.output_form(got, case.out)
-        written = integrity.changed_inputs(case.inputs, kept)
-        if wrong or written:
-            raise JobFailed(status.MISMATCH, wrong or f"writes its inputs: {written}")
+        broke = integrity.misbehaved(got, case.out, case.inputs, kept)
+        if broke:
+            raise JobFailed(status.MISMATCH, broke)
         try:
             verdict.add(got, reference)
         except correctness.ShapeMismatch as exc:
@@ -218,7 +217,7 @@ def prepare_timing(loaded: Loaded, built: Built, task: WorkerTask, result: Resul
 
     return integrity.TimedCall(built.fn, sets, loaded.returns_output, device.torch,
                                lambda: correctness.Verdict(result.tolerance, *tolerances), fresh,
-                               task.settings.seed + integrity.FRESH_SEED_OFFSET, note)
+                               task.settings.seed + integrity.FRESH_SEED_OFFSET)
 
 
 def extra_views(timed_call: Callable[[], object], task: WorkerTask, result: Result) -> None:

@@ -8,6 +8,10 @@ form, work finished by a thread after the call returned, and a patched timer.
 """
 from __future__ import annotations
 
+import contextlib
+import json
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -209,3 +213,26 @@ def write_tree(root: Path, adversaries: dict = ADVERSARIES) -> list[str]:
         (folder / f"{backend.replace('-', '_')}.py").write_text(code)
         (root / "backends" / f"{backend.replace('-', '_')}.py").write_text(ADAPTER)
     return list(impls)
+
+
+@contextlib.contextmanager
+def matrix_run(matrix: str, adversaries: dict, name: str, timeout: float):
+    """Write the tree and `matrix` (formatted with the backends) into a folder of its own, run it as a user runs
+    a matrix (`opmatrix run M --no-ray`), and yield (the finished process, rows by backend, verdicts.json's
+    verdicts); everything it wrote is removed afterwards."""
+    from opmatrix import paths
+    from tests.faults.harness import opmatrix, rows, unique_run_id
+
+    root = Path(tempfile.mkdtemp(prefix=f"opmatrix-{name}-"))
+    backends = write_tree(root, adversaries)
+    (root / "m.toml").write_text(textwrap.dedent(matrix.format(backends=json.dumps(backends))))
+    run_id = unique_run_id(name)
+    try:
+        out = opmatrix("run", root / "m.toml", "--no-ray", "--run-id", run_id, "--reports", root / "reports",
+                       timeout=timeout)
+        folder = root / "reports" / run_id
+        verdicts = folder / "verdicts.json"
+        yield out, {r["backend"]: r for r in rows(folder)}, json.loads(verdicts.read_text()) if verdicts.is_file() else []
+    finally:
+        shutil.rmtree(paths.SCRATCH / run_id, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)

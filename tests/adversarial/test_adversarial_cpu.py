@@ -5,18 +5,9 @@ must be timed with their checks passed. Each test prints what caught the contest
 """
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import tempfile
-import textwrap
-from pathlib import Path
-
 import pytest
 
-from opmatrix import paths
 from tests.adversarial import adversaries
-from tests.faults.harness import opmatrix, rows, unique_run_id
 
 pytestmark = pytest.mark.integration
 
@@ -50,20 +41,8 @@ dtypes = {{ cpu = ["float32"] }}
 
 @pytest.fixture(scope="module")
 def run():
-    root = Path(tempfile.mkdtemp(prefix="opmatrix-adversarial-"))
-    backends = adversaries.write_tree(root)
-    (root / "m.toml").write_text(textwrap.dedent(MATRIX.format(backends=json.dumps(backends))))
-    run_id = unique_run_id("adversarial")
-    try:
-        out = opmatrix("run", root / "m.toml", "--no-ray", "--run-id", run_id, "--reports", root / "reports",
-                       timeout=600)
-        folder = root / "reports" / run_id
-        verdicts_path = folder / "verdicts.json"
-        verdicts = json.loads(verdicts_path.read_text()) if verdicts_path.is_file() else []
-        yield out, {r["backend"]: r for r in rows(folder)}, verdicts
-    finally:
-        shutil.rmtree(paths.SCRATCH / run_id, ignore_errors=True)
-        shutil.rmtree(root, ignore_errors=True)
+    with adversaries.matrix_run(MATRIX, adversaries.ADVERSARIES, "adversarial", timeout=600) as ran:
+        yield ran
 
 
 def test_the_run_completes_with_a_row_per_contestant(run):

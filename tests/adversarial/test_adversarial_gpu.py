@@ -3,17 +3,9 @@ stream, in one GPU cell beside the honest baseline (`opmatrix run --no-ray`). Sk
 device: the GPU issue runs it on a lent H200."""
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
-import textwrap
-from pathlib import Path
-
 import pytest
 
-from opmatrix import paths
 from tests.adversarial import adversaries
-from tests.faults.harness import opmatrix, rows, unique_run_id
 
 
 def _no_cuda() -> str:
@@ -60,20 +52,8 @@ dtypes = {{ nvidia = ["float32"] }}
 
 @pytest.fixture(scope="module")
 def run():
-    root = Path(tempfile.mkdtemp(prefix="opmatrix-adversarial-gpu-"))
-    backends = adversaries.write_tree(root, GPU_ADVERSARIES)
-    (root / "m.toml").write_text(textwrap.dedent(MATRIX.format(backends=json.dumps(backends))))
-    run_id = unique_run_id("adversarial-gpu")
-    try:
-        out = opmatrix("run", root / "m.toml", "--no-ray", "--run-id", run_id, "--reports", root / "reports",
-                       timeout=900)
-        folder = root / "reports" / run_id
-        verdicts_path = folder / "verdicts.json"
-        yield out, {r["backend"]: r for r in rows(folder)}, (json.loads(verdicts_path.read_text())
-                                                              if verdicts_path.is_file() else [])
-    finally:
-        shutil.rmtree(paths.SCRATCH / run_id, ignore_errors=True)
-        shutil.rmtree(root, ignore_errors=True)
+    with adversaries.matrix_run(MATRIX, GPU_ADVERSARIES, "adversarial-gpu", timeout=900) as ran:
+        yield ran
 
 
 @pytest.mark.parametrize("backend", list(GPU_ADVERSARIES))
