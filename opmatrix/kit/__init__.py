@@ -10,7 +10,8 @@
 - `ITEMSIZE[dtype]` (bytes per element, for a spec's `min_bytes`) and `UNIT_ROUNDOFF[dtype]` (the unit roundoff
   the element-wise check counts in, for a spec's `elementwise_tolerance`).
 
-Submodules, imported where used: `aot` (compile-only builds), `tune` (TileLang's autotuner, twice),
+Submodules, imported where used: `aot` (compile-only builds), `tune` (TileLang's autotuner, twice), `triton_rules`
+(the backend hooks of anything Triton compiles: Triton's adapter and Liger-Kernel's),
 `cutlass` (nvcc, CUTLASS headers, cached shared libraries); for issue 31's contestants `cubin` (a cubin's arch and
 resources), `nvidia` (the NVIDIA-only refusals), `cutile`, `cute_dsl` (their compile-only builds), `helion` (its
 fixed and autotuned variants) and `liger` (its interpreter probe). Stdlib only at import.
