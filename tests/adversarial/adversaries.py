@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import textwrap
@@ -234,5 +235,8 @@ def matrix_run(matrix: str, adversaries: dict, name: str, timeout: float):
         verdicts = folder / "verdicts.json"
         yield out, {r["backend"]: r for r in rows(folder)}, json.loads(verdicts.read_text()) if verdicts.is_file() else []
     finally:
+        keep = os.environ.get("OPMATRIX_KEEP_REPORTS")  # a folder to copy the run into (a GPU run to commit)
+        if keep and (root / "reports" / run_id).is_dir():
+            shutil.copytree(root / "reports" / run_id, Path(keep) / run_id, dirs_exist_ok=True)
         shutil.rmtree(paths.SCRATCH / run_id, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
