@@ -23,11 +23,12 @@ PERFORMANCE_NOTE = ("median over repetitions (speed-up against the framework bas
 LAUNCH_NOTE = (f"; `launch-bound`: the roofline bound of the call (FLOPs at the matmul ceiling, bytes at the copy "
                f"ceiling) is under {LAUNCH_BOUND_S * 1e6:.0f} µs, so its time is launch and fixed cost, not a rate")
 PAIRED_NOTE = ("; paired rows (timed in shuffled rounds with the baseline): the speed-up is the median per-round ratio "
-               "with its 95% bootstrap interval, `~` where the interval includes 1.0; the baseline shows its A/A "
-               "twin's ratio, the noise floor of those rounds")
+               "with its 95% interval (the median's order-statistic bounds over the rounds, widened by the "
+               "variation between processes that the run's A/A twins show), `~` where the interval includes 1.0; "
+               "the baseline shows its A/A twin's ratio, the noise floor of those rounds")
 BUILDS_NOTE = ("; `N builds`: the contestant was built N times ([run] builds), each build timed in the same rounds: "
                "the speed-up is the geometric mean of the builds' medians, its interval the wider of a Student-t "
-               "interval over the builds (log scale) and the bootstrap interval over their rounds")
+               "interval over the builds (log scale) and the interval over their pooled rounds")
 CLOCK_NOTE = (f"; {CLOCK_MARK}: the SM clock dropped or the driver capped power or temperature during this timing "
               "(see Measurement quality)")
 

@@ -99,7 +99,8 @@ def _performance(sec: Section, timed, baseline: str) -> str:
         return from_section(sec, figure(charts.speedup_chart(spread_points(points), f"speedup-{kernel}"), caption))
     paired = points.lo.map(present).any()
     caption = (f"{kernel}: speed-up of each backend against {baseline} per workload and dtype"
-               + ("; error bars: 95% bootstrap interval of the paired per-round ratio" if paired else
+               + ("; error bars: 95% interval of the median paired per-round ratio (rounds and processes)"
+                  if paired else
                   "; ratio of medians (not timed in rounds: no interval)"))
     return from_section(sec, figure(charts.speedup_chart(points, f"speedup-{kernel}"), caption))
 
