@@ -3,6 +3,7 @@ are recorded as crashed / timeout / mismatch, and the other results of the cell 
 import pytest
 
 from opmatrix import plan as plan_mod
+from opmatrix.incell import servers
 from opmatrix.incell.cell_runner import SAMPLES_KEPT, run_cell
 from opmatrix.matrix import load_matrix
 from tests.helpers import probe_adapter, probe_matrix, write_plugins
@@ -20,6 +21,9 @@ IMPLS = {
     "broken": "def build(w, dtype, device, variant):\n    raise RuntimeError('does not compile')\n",
 }
 
+PROGRESS: list[str] = []  # what the cell said while it ran (its on_now lines)
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("iso")
@@ -27,7 +31,9 @@ def results(tmp_path_factory):
     probe_matrix(root, "iso", list(IMPLS), ["small"], timeout_s=15, rep_ms=20)
     matrix = load_matrix(root / "m.toml")
     (plan,) = plan_mod.cell_plans(matrix, "iso-run", root / "scratch")
-    return {r.backend: r for r in run_cell(plan)}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(servers, "WAIT_REPORT_S", 4)
+        return {r.backend: r for r in run_cell(plan, on_now=PROGRESS.append)}
 
 
 def test_every_job_has_exactly_one_result(results):
@@ -45,6 +51,14 @@ def test_hang_is_killed_as_timeout(results):
     assert r.status == "timeout"
     assert "killed after 15 s in phase first_call" in r.error
     assert r.duration_s < 30
+
+
+def test_a_worker_that_hangs_while_it_is_checked_is_named_in_the_progress(results):
+    """A build or check that takes long is named while it runs, with its phase and limit, not only after the
+    limit (an H200 run once waited 400 s on "building and checking 9 contestant(s)", naming none)."""
+    waits = [line for line in PROGRESS if "still building hang," in line]
+    assert waits and all("in phase first_call (limit 15 s)" in line for line in waits), PROGRESS
+    assert not any("still building good," in line for line in PROGRESS)
 
 
 def test_wrong_values_are_a_mismatch_with_the_error_measured(results):

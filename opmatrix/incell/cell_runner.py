@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 from opmatrix.core import metrics, status
 from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask, baseline_job
 from opmatrix.core.keys import JobKey
-from opmatrix.core.result import Result
+from opmatrix.core.result import Result, backend_label
 from opmatrix.incell import compile_cache, plugins, telemetry
 from opmatrix.incell.result_file import read_result
 from opmatrix.incell.processes import (become_subreaper, die_with_parent, end_escaped, run_limited, signal_name, tail,
@@ -311,8 +311,12 @@ class CellRunner:
                                 started_at, 0.0)
         server = (Server(task, folder, env, self.plan.rival.python) if job.rival  # another environment's Python
                   else Server(task, folder, env, forks=self.forks))
+        label = backend_label(job.backend, job.variant) + (" (A/A twin)" if suffix == "-aa-twin" else "")
+        waiting = (lambda seconds, phase: self.on_now(
+            f"{job.kernel} {job.workload} {job.dtype}: still building {label}, {seconds:.0f} s in phase {phase} "
+            f"(limit {job.timeout_s:g} s)"))
         try:
-            ready = server.wait_ready(job.timeout_s)
+            ready = server.wait_ready(job.timeout_s, waiting)
         except ServerGone as gone:
             return self._finish(job, self._failed(server, gone), started_at, server.elapsed())
         if not ready:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from opmatrix.core import status
 from opmatrix.core.jobs import WorkerTask
@@ -17,6 +18,9 @@ from opmatrix.core.result import Result
 from opmatrix.incell.forkserver import ForkServer
 from opmatrix.incell.processes import kill_group, popen, signal_name, tail
 from opmatrix.incell.timing_server import REPLY_FD_ENV
+
+
+WAIT_REPORT_S = 20  # while a worker builds and checks, how often the cell says which one it is waiting on
 
 
 class ServerGone(Exception):
@@ -51,9 +55,16 @@ class Server:
         self.buffer = b""
         self.closed = False
 
-    def wait_ready(self, timeout_s: float) -> bool:
-        """True: ready to time. False: the worker ended on its own (its row is in `final()`)."""
-        line = self._readline(timeout_s)
+    def wait_ready(self, timeout_s: float, on_wait: Callable[[float, str], None] | None = None) -> bool:
+        """True: ready to time. False: the worker ended on its own (its row is in `final()`). While it builds,
+        `on_wait(seconds so far, phase)` is called every WAIT_REPORT_S, so a long build or a hang is named."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            line = self._readline(min(left, WAIT_REPORT_S) if on_wait else left)
+            if line is not None or on_wait is None or time.monotonic() >= deadline:
+                break
+            on_wait(self.elapsed(), self.phase("start"))
         if line is None:
             raise ServerGone(self._gone(timeout_s, "start"))
         if line == b"":
