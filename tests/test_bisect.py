@@ -237,7 +237,7 @@ def test_versions_and_targets_are_checked_before_any_probe(project):
     assert bisect_probe.between(bisect_probe.available_versions(m, target, "fakeblas"), "1.2", "1.4") == [
         "1.2", "1.3", "1.4"]
     out = bisect_cli(root, "--good", "1.0")
-    assert out.returncode == 2 and "name the versions: --good V1 --bad V2" in out.stderr
+    assert out.returncode == 2 and "name what to search, one way: --good V1 --bad V2" in out.stderr
 
 
 def test_find_links_must_be_an_existing_absolute_folder(project, write_matrix):
@@ -260,6 +260,57 @@ def test_a_probe_matrix_pins_both_sides_and_compares_them(project):
         ("fakeblas-1.0", ["fakeblas==1.0"], str(index)), ("fakeblas-1.5", ["fakeblas==1.5"], str(index))]
     assert [(c.baseline, c.candidate) for c in d.compare] == [("fakeblas-1.0", "fakeblas-1.5")]
     assert d.kernels_dir() == m.kernels_dir() and d.backends == ["fb", "torch"]
+
+
+FLEET = {"stable": "1.0", "canary": "1.4", "nightly": "1.6"}  # three steps of a rollout, named toolchains
+
+
+def fleet_matrix(root: Path) -> Path:
+    """The project's matrix with the rollout's three toolchains in place of its one (each its own pins and an
+    environment variable of its own, as a rollout step that changes more than one package would have)."""
+    text = (root / "m.toml").read_text()
+    head, _, tail = text.partition("[[toolchain]]")
+    find_links = next(line for line in tail.splitlines() if line.strip().startswith("find_links"))
+    kernel = tail[tail.index("[[kernel]]"):]
+    toolchains = "".join(f'[[toolchain]]\nname = "{name}"\nsystem = true\npackages = ["fakeblas=={v}"]\n'
+                         f'{find_links.strip()}\nenv = {{ ROLLOUT_STEP = "{name}" }}\n\n' for name, v in FLEET.items())
+    path = root / "fleet.toml"
+    path.write_text(head + toolchains + kernel)
+    return path
+
+
+def test_a_toolchain_bisection_probes_the_named_toolchains_as_they_are(project):
+    root, index = project
+    m = load_matrix(fleet_matrix(root))
+    assert bisect_probe.named(m, "stable, canary,nightly") == list(FLEET)
+    for text, message in (("stable,beta", "the matrix has no toolchain beta; choices: stable, canary, nightly"),
+                          ("stable", "give two or more distinct toolchains in order"),
+                          ("stable,stable", "give two or more distinct toolchains in order")):
+        with pytest.raises(bisect_probe.BisectError, match=message):
+            bisect_probe.named(m, text)
+    target = bisect_probe.choose_target(m, "", None, "stable", None, None, None, None)
+    derived = root / "derived-fleet.toml"
+    derived.write_text(bisect_probe.toml(bisect_probe.probe_matrix(m, target, None, "stable", "nightly")))
+    d = load_matrix(derived)
+    assert [(t.name, t.packages, t.env) for t in d.toolchain] == [
+        ("stable", ["fakeblas==1.0"], {"ROLLOUT_STEP": "stable"}),
+        ("nightly", ["fakeblas==1.6"], {"ROLLOUT_STEP": "nightly"})]
+    assert [(c.baseline, c.candidate) for c in d.compare] == [("stable", "nightly")]
+
+
+@pytest.mark.integration
+def test_bisect_over_named_toolchains_finds_the_first_bad_step(project):
+    """--toolchains: each step a toolchain of the matrix, probed against the first in the same rounds."""
+    root, _ = project
+    out = subprocess.run([sys.executable, "-m", "opmatrix", "bisect", str(fleet_matrix(root)), "--toolchains",
+                          ",".join(FLEET), "--reports", str(root / "reports"), "--run-id", "fleet", "--json",
+                          "--resolution", "1"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert (result["verdict"], result["first_bad"], result["last_good"]) == (FOUND, "nightly", "canary")
+    assert [(p["version"], p["role"], p["verdict"]) for p in result["probes"]] == [
+        ("nightly", "search", BAD), ("canary", "search", GOOD), ("canary", RECHECK, GOOD)]
+    assert result["summary"].startswith("first bad version of toolchains stable .. nightly (3 versions)")
 
 
 def test_a_probe_keeps_the_excludes_that_still_apply(project, write_matrix):

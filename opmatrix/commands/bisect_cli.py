@@ -19,15 +19,20 @@ def add_bisect_parser(sub, subcommand) -> None:
                    "breaks, loses correctness or slows beyond the threshold: each probe that version against the good "
                    "one, paired in the same rounds; a binary search, then a re-check of the answer's neighbours",
                    "  opmatrix bisect matrix/nightly-cpu.toml --package triton --good 3.6.0 --bad 3.9.0\n"
-                   "  opmatrix bisect my.toml --package fakeblas --versions 1.0,1.2,1.5,1.7 --backend fb --json",
+                   "  opmatrix bisect my.toml --package fakeblas --versions 1.0,1.2,1.5,1.7 --backend fb --json\n"
+                   "  opmatrix bisect fleet.toml --toolchains stable,canary-1,canary-2 --kernel rmsnorm",
                    run_bisect)
     b.add_argument("matrix", help="matrix file whose device, toolchain and kernel the probes use")
-    b.add_argument("--package", required=True, help="the package whose versions are bisected")
+    b.add_argument("--package", help="the package whose versions are bisected (with --toolchains: only a name for "
+                   "the bisection)")
     b.add_argument("--good", help="a version known good (needs --bad; the versions between come from the package "
                    "index the toolchain names: its find_links folder, its index, pip's configuration)")
     b.add_argument("--bad", help="a version known (or thought) bad")
     b.add_argument("--versions", help="V1,V2,...: the versions to search, good first, bad last (instead of --good "
                    "/ --bad)")
+    b.add_argument("--toolchains", help="T1,T2,...: toolchains of the matrix to search instead of one package's "
+                   "versions, good first, bad last (steps of a rollout that changes several things at once: packages, "
+                   "Python, environment)")
     for flag, what in (("device", "device id"), ("toolchain", "toolchain the package belongs to"),
                        ("kernel", "kernel"), ("workload", "workload"), ("dtype", "dtype"),
                        ("backend", "backend, or backend[variant]")):
@@ -54,9 +59,13 @@ def run_bisect(args) -> int:
     from opmatrix.matrix import load_matrix
     from opmatrix.plan import check_plugins
 
-    if (args.versions and (args.good or args.bad)) or (not args.versions and not (args.good and args.bad)):
-        raise UsageError("name the versions: --good V1 --bad V2 (the index's versions between them), or --versions "
-                         "V1,V2,... (good first, bad last)")
+    ways = [bool(args.versions), bool(args.good or args.bad), bool(args.toolchains)]
+    if sum(ways) != 1 or (ways[1] and not (args.good and args.bad)):
+        raise UsageError("name what to search, one way: --good V1 --bad V2 (the index's versions between them), "
+                         "--versions V1,V2,... (good first, bad last), or --toolchains T1,T2,... (the matrix's "
+                         "toolchains, good first, bad last)")
+    if not args.toolchains and not args.package:
+        raise UsageError("--package: name the package whose versions are searched (or search --toolchains)")
     if not 0 < args.resolution <= 100:
         raise UsageError(f"--resolution {args.resolution:g}: allowed: a fraction above 0 (0.3 for 30 %), at most 100")
     watch = [w.strip() for w in args.watch.split(",") if w.strip()]
@@ -65,13 +74,16 @@ def run_bisect(args) -> int:
     m = load_matrix(paths.matrix_file(args.matrix))
     check_plugins(m)
     try:
-        target = bisect_probe.choose_target(m, args.package, args.device, args.toolchain, args.kernel, args.workload,
-                                            args.dtype, args.backend)
-        versions = bisect_probe.listed(args.versions) if args.versions else bisect_probe.between(
-            bisect_probe.available_versions(m, target, args.package), args.good, args.bad)
+        steps = bisect_probe.named(m, args.toolchains) if args.toolchains else None
+        target = bisect_probe.choose_target(m, args.package or "", args.device, steps[0] if steps else args.toolchain,
+                                            args.kernel, args.workload, args.dtype, args.backend)
+        versions = steps or (bisect_probe.listed(args.versions) if args.versions else bisect_probe.between(
+            bisect_probe.available_versions(m, target, args.package), args.good, args.bad))
     except bisect_probe.BisectError as exc:
         raise UsageError(str(exc)) from None
-    run_id = args.run_id or paths.new_run_id(f"bisect-{args.package}")
+    package = None if args.toolchains else args.package  # None: each step is a toolchain of the matrix
+    name = args.package or "toolchains"
+    run_id = args.run_id or paths.new_run_id(f"bisect-{name}")
     paths.check_run_id(run_id)
     folder = Path(args.reports) / run_id
     if (folder / FILES[1]).exists():
@@ -81,11 +93,11 @@ def run_bisect(args) -> int:
 
     def probe(version: str, role: str) -> bisect.Probe:
         number = len(list(folder.glob("probe-*.toml"))) + 1
-        console.print(f"bisect {args.package}: probe {number}, {version} against {versions[0]} ({role})")
-        return bisect_probe.run_probe(m, target, args.package, versions[0], version, folder, number,
+        console.print(f"bisect {name}: probe {number}, {version} against {versions[0]} ({role})")
+        return bisect_probe.run_probe(m, target, package, versions[0], version, folder, number,
                                       lambda: _scheduler(args.address), watch, console, args.resolution)
 
-    result = bisect.bisect(args.package, target.label(), versions, probe)
+    result = bisect.bisect(name, target.label(), versions, probe)
     write(result, folder)
     if args.junit:
         Path(args.junit).write_text(bisect.junit_xml(result), encoding="utf-8")

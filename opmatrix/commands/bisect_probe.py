@@ -131,10 +131,27 @@ def side_name(package: str, version: str) -> str:
     return re.sub(r"[^a-z0-9_.-]", "-", f"{canonicalize_name(package)}-{version}".lower())
 
 
-def probe_matrix(m: Matrix, target: Target, package: str, good: str, version: str) -> dict:
-    """The derived matrix (as TOML data) of one probe: `version` against `good` on the target's row."""
+def named(m: Matrix, text: str) -> list[str]:
+    """--toolchains T1,T2,...: toolchains of the matrix, the good one first, the bad one last (each one step of
+    whatever the fleet changed: packages, their index, Python, environment variables)."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    choices = [t.name for t in m.toolchain]
+    unknown = [n for n in names if n not in choices]
+    if unknown:
+        raise BisectError(f"--toolchains {text}: the matrix has no toolchain {', '.join(unknown)}; choices: "
+                          f"{', '.join(choices)}")
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise BisectError(f"--toolchains {text}: give two or more distinct toolchains in order, the good one first "
+                          "and the bad one last")
+    return names
+
+
+def probe_matrix(m: Matrix, target: Target, package: str | None, good: str, version: str) -> dict:
+    """The derived matrix (as TOML data) of one probe: `version` against `good` on the target's row. With a
+    package, the target's toolchain twice, pinned to each version; without (--toolchains), the two toolchains of
+    the matrix named `good` and `version`, as they are."""
     data = m.model_dump(exclude_defaults=True, exclude={"source", "exclude", "compare"})
-    data["name"] = f"bisect-{side_name(package, 'probe')}"
+    data["name"] = f"bisect-{side_name(package or 'toolchains', 'probe')}"
     run = data.setdefault("run", {})
     run.update(kernels_dir=str(m.kernels_dir()), backends_dir=str(m.backends_dir()), compile_only=False)
     baseline = m.acceptance.baseline
@@ -144,20 +161,27 @@ def probe_matrix(m: Matrix, target: Target, package: str, good: str, version: st
     entry = next(k for k in data["kernel"] if k["name"] == target.kernel)
     entry.update(workloads={vendor: [target.workload]}, dtypes={vendor: [target.dtype]}, backends=data["backends"])
     data["kernel"] = [entry]
-    source = next(t for t in m.toolchain if t.name == target.toolchain)
-    tc = next(t for t in data["toolchain"] if t["name"] == target.toolchain)
-    tc.pop("devices", None)
-    if source.allow_urls:
-        tc["allow_urls"] = True  # left out of dumps
-    sides = []
-    for v in (good, version):
-        side = dict(tc, name=side_name(package, v))
-        side["packages"] = [p for p in tc.get("packages", []) if not _is(p, package)] + [f"{package}=={v}"]
-        sides.append(side)
+    sides = [_side(m, data, target, package, v) for v in (good, version)]
     data["toolchain"] = sides
     data["compare"] = [{"baseline": sides[0]["name"], "candidate": sides[1]["name"]}]
     data["exclude"] = _kept_excludes(m, target, data["backends"])
     return data
+
+
+def _side(m: Matrix, data: dict, target: Target, package: str | None, step: str) -> dict:
+    """One side of a probe as toolchain data: the target's toolchain pinned to version `step` of `package`, or (no
+    package) the matrix's toolchain named `step`; on the probe's one device either way."""
+    name = step if package is None else target.toolchain
+    source = next(t for t in m.toolchain if t.name == name)
+    tc = dict(next(t for t in data["toolchain"] if t["name"] == name))
+    tc.pop("devices", None)
+    if source.allow_urls:
+        tc["allow_urls"] = True  # left out of dumps
+    if package is None:
+        return tc
+    tc["name"] = side_name(package, step)
+    tc["packages"] = [p for p in tc.get("packages", []) if not _is(p, package)] + [f"{package}=={step}"]
+    return tc
 
 
 def _kept_excludes(m: Matrix, target: Target, backends: list[str]) -> list[dict]:
@@ -201,7 +225,7 @@ def toml(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_probe(m: Matrix, target: Target, package: str, good: str, version: str, folder: Path, number: int,
+def run_probe(m: Matrix, target: Target, package: str | None, good: str, version: str, folder: Path, number: int,
               scheduler_factory, watch=bisect.WATCH, console=None, resolution: float = bisect.RESOLUTION) -> Probe:
     """Run one probe as a run folder under `folder` and judge its target row."""
     from opmatrix.run import run
@@ -212,7 +236,7 @@ def run_probe(m: Matrix, target: Target, package: str, good: str, version: str, 
     path.write_text(toml(probe_matrix(m, target, package, good, version)), encoding="utf-8")
     done = run(path, reports_dir=folder, run_id=run_id, scheduler=scheduler_factory(), console=console,
                scratch_root=paths.SCRATCH / folder.name)  # the bisection's own: probe ids repeat between bisections
-    base, cand = side_name(package, good), side_name(package, version)
+    base, cand = (good, version) if package is None else (side_name(package, good), side_name(package, version))
     comparison = compare.compare_paired(load_run(done), base, cand, m.acceptance.min_speedup, run_id,
                                         ResultStore(done, create=False).manifest())
     return bisect.judged(version, _target_row(comparison, target), run_id, watch, resolution)
