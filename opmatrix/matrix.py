@@ -21,7 +21,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr,
 
 from opmatrix import matrix_checks as checks
 from opmatrix import paths
-from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP
+from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP, Settings
 from opmatrix.incell.plugins import Registry, discover
 from opmatrix.matrix_checks import EXCLUDE_KEYS, NO_VALUE, Problem  # noqa: F401 (re-exported)
 
@@ -167,41 +167,58 @@ class CompareHosts(_Model):
     toolchain: str | None = Field(None, description="the toolchain compared (default: the matrix's only one)")
 
 
+RUN_DEFAULTS = Settings()  # the [run] keys a cell runner reads take their defaults from here
+
+
 class RunSettings(_Model):
     timeout_s: float = Field(900, **SECONDS, description="per job (kernel x workload x dtype x backend x variant)")
-    trials: int = Field(3, ge=3, le=1000, description="correctness trials, each with fresh random inputs")
-    seed: int = Field(0, description="seed of the random inputs; correctness trials and the rounds' shuffles "
+    trials: int = Field(RUN_DEFAULTS.trials, ge=3, le=1000,
+                        description="correctness trials, each with fresh random inputs")
+    seed: int = Field(RUN_DEFAULTS.seed,
+                      description="seed of the random inputs; correctness trials and the rounds' shuffles "
                       "derive theirs from it")
-    warmup_ms: float = Field(25, ge=0, **MILLIS, description="warm-up of the views timed outside the rounds "
+    warmup_ms: float = Field(RUN_DEFAULTS.warmup_ms, ge=0, **MILLIS,
+                             description="warm-up of the views timed outside the rounds "
                              "(second timing, CUDA graph, cross-check)")
-    rep_ms: float = Field(100, gt=0, **MILLIS, description="timing budget of those views")
-    cuda_graph_below_ms: float = Field(0.05, ge=0, **MILLIS, description="GPU rows whose event median is below this "
+    rep_ms: float = Field(RUN_DEFAULTS.rep_ms, gt=0, **MILLIS, description="timing budget of those views")
+    cuda_graph_below_ms: float = Field(RUN_DEFAULTS.cuda_graph_below_ms, ge=0, **MILLIS,
+                                       description="GPU rows whose event median is below this "
                                        "are also timed by CUDA-graph replay (graph_median_ms); 0 turns it off")
-    crosscheck: bool = Field(False, description="time each GPU row also from CUPTI kernel records "
-                                                "(torch.profiler) and record the agreement with the event median")
-    rounds: int = Field(10, ge=10, le=1000, description="paired timing: rounds in which every contestant of a "
+    crosscheck: bool = Field(RUN_DEFAULTS.crosscheck,
+                             description="time each GPU row also from CUPTI kernel records "
+                             "(torch.profiler) and record the agreement with the event median")
+    rounds: int = Field(RUN_DEFAULTS.rounds, ge=10, le=1000,
+                        description="paired timing: rounds in which every contestant of a "
                         "(kernel, workload, dtype) is timed once, shuffled, the baseline and its A/A twin in each; "
                         "at least 10, so that a significance test can succeed at all")
-    max_rounds: int = Field(30, ge=10, le=10000, description="extra rounds while a ratio's interval straddles "
+    max_rounds: int = Field(RUN_DEFAULTS.max_rounds, ge=10, le=10000,
+                            description="extra rounds while a ratio's interval straddles "
                             "acceptance.min_speedup, up to this many in all")
-    round_extra_s: float = Field(60, ge=0, le=86400, allow_inf_nan=False, description="time budget for those extra rounds, per "
+    round_extra_s: float = Field(RUN_DEFAULTS.round_extra_s, ge=0, le=86400, allow_inf_nan=False,
+                                 description="time budget for those extra rounds, per "
                                  "(kernel, workload, dtype)")
-    burst_ms: float = Field(20, gt=0, **MILLIS, description="timing budget of one contestant's burst in a round")
-    burst_warmup_ms: float = Field(5, ge=0, **MILLIS, description="warm-up before each burst")
-    burst_calls: int = Field(0, ge=0, le=10000, description="at least this many calls per burst: a contestant whose "
+    burst_ms: float = Field(RUN_DEFAULTS.burst_ms, gt=0, **MILLIS,
+                            description="timing budget of one contestant's burst in a round")
+    burst_warmup_ms: float = Field(RUN_DEFAULTS.burst_warmup_ms, ge=0, **MILLIS,
+                                   description="warm-up before each burst")
+    burst_calls: int = Field(RUN_DEFAULTS.burst_calls, ge=0, le=10000,
+                             description="at least this many calls per burst: a contestant whose "
                              "call is slow gets a longer burst (its last round median × burst_calls) than burst_ms, "
                              "so a burst averages over the power state's swings, not a handful of calls; 0: off")
-    noise_target: float = Field(0, ge=0, le=0.5, allow_inf_nan=False, description="extra rounds (within max_rounds "
+    noise_target: float = Field(RUN_DEFAULTS.noise_target, ge=0, le=0.5, allow_inf_nan=False,
+                                description="extra rounds (within max_rounds "
                                 "and round_extra_s) while the A/A interval's half-width, as a fraction, is above "
                                 "this: 0.01 asks for a noise floor of +-1 %; 0: off")
-    builds: int = Field(1, ge=1, le=8, description="paired timing: build every contestant but the baseline this "
+    builds: int = Field(RUN_DEFAULTS.builds, ge=1, le=8,
+                        description="paired timing: build every contestant but the baseline this "
                         "many times, each in its own worker with an empty cache, all timed in the same rounds; with "
                         "2 or more a speed-up's interval includes the variation between builds (an autotuner's "
                         "choice, generated code, buffer placement), which the rounds of one build cannot show")
     kernels_dir: str | None = Field(None, description="the project's kernels folder, relative to the matrix file "
                                     "(default: the nearest kernels/ at or above it); added to the built-in kernels")
     backends_dir: str | None = Field(None, description="the same for backend adapters (backends/)")
-    compile_only: bool = Field(True, description="for devices no host has, build (or lower) each kernel for them "
+    compile_only: bool = Field(RUN_DEFAULTS.compile_only,
+                               description="for devices no host has, build (or lower) each kernel for them "
                                "on a CPU host and report compiles / lowers")
 
 
