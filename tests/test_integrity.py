@@ -3,6 +3,8 @@ the integrity helpers (opmatrix.incell.integrity) on real CPU tensors. The whole
 contestants is tests/adversarial."""
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -101,6 +103,22 @@ def test_an_honest_kernel_passes_every_check_and_is_not_judged_slower_than_its_b
     timed_call.judge()
     assert timed_call.checks.passed == 4 * integrity.CHECKS_PER_BURST
     assert len(timed_call.checks.fresh_ms) == 4
+
+
+def test_a_slow_call_is_warmed_once_before_a_checked_call_and_a_quick_one_three_times():
+    """The warm-up before a checked call stops once it has lasted WARM_MS: a CPU kernel of half a second (TileLang's
+    CPU gemm in the default matrix) is not called three extra times per check."""
+    for sleep_s, warm in ((0, integrity.WARM_CALLS), (integrity.WARM_MS / 1e3, 1)):
+        calls = [0]
+
+        def kernel(x, out, sleep_s=sleep_s):
+            calls[0] += 1
+            time.sleep(sleep_s)
+            out.copy_(x * 2)
+
+        timed_call = _timed_call(kernel)
+        timed_call.after_burst([0.01] * 5)
+        assert calls[0] == integrity.CHECKS_PER_BURST * (warm + 1)
 
 
 def test_checked_calls_on_fresh_contents_far_slower_than_the_bursts_are_suspect():

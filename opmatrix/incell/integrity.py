@@ -11,13 +11,14 @@ Correctness (opmatrix.incell.phases.check_correctness) and timing (opmatrix.ince
 - Rotation. Timed calls alternate over INPUT_SETS seeded input sets, each with its own output buffer and its
   reference made in advance, so a result remembered by pointer is not the answer to the next call. Where two sets
   do not fit in the device's free memory, one is used and the row says so.
-- Checked calls. After every burst, CHECKS_PER_BURST more calls, each timed as a burst's calls are (L2 flushed
-  first on a GPU) right after WARM_CALLS ordinary ones. Before each, one set's input buffers receive other contents
-  in place (same pointers, new values: alternately another set's, and fresh seeded contents that no call has seen)
-  and its output is poisoned with NaN; right after it returns (on a GPU, after a device-wide synchronisation), the
-  output is compared with the reference of those contents and the inputs with their pristine copy. A kernel that
-  stops computing after N calls, caches by pointer or by content, is right on only some calls, or returns before a
-  thread of its own has finished, fails here: `mismatch` in phase timing, its timing discarded.
+- Checked calls. After every burst, CHECKS_PER_BURST more calls, each timed as a burst's calls are (L2 flushed first
+  on a GPU) right after WARM_CALLS ordinary ones (fewer when they last WARM_MS). Before each, one set's input
+  buffers receive other contents in place (same pointers, new values: alternately another set's, and fresh seeded
+  contents that no call has seen) and its output is poisoned with NaN; right after it returns (on a GPU, after a
+  device-wide synchronisation), the output is compared with the reference of those contents and the inputs with
+  their pristine copy. A kernel that stops computing after N calls, caches by pointer or by content, is right on
+  only some calls, or returns before a thread of its own has finished, fails here: `mismatch` in phase timing, its
+  timing discarded.
 - Consistency. A checked call does the work a timed call should. Once the rounds are over, given at least
   MIN_FRESH_JUDGED checked calls on fresh contents, when the fastest of them took more than SLOWER x the median of the bursts' medians + SLACK_MS, the
   timed calls skipped work (a cache that only contents never seen defeat): `suspect`. On a GPU, a checked call whose wall time to
@@ -41,7 +42,8 @@ from opmatrix.incell.contract import PluginError
 INPUT_SETS = 2  # timed calls rotate over this many seeded input sets
 CHECKS_PER_BURST = 2  # checked calls after each burst: one with another set's contents, one with fresh contents
 MIN_FRESH_JUDGED = 2  # the consistency of checked and timed calls is judged from this many fresh checks on
-WARM_CALLS = 3  # unchecked calls right before each checked one, as inside a burst
+WARM_CALLS = 3  # unchecked calls right before each checked one, as inside a burst ...
+WARM_MS = 20  # ... fewer once they have lasted this long (one call of a slow CPU kernel warms as well as three)
 SEED_OFFSET = 1000  # a timing set's seed is settings.seed + SEED_OFFSET + i: never a correctness trial's
 FRESH_SEED_OFFSET = 2000  # the fresh contents of the checked calls: settings.seed + FRESH_SEED_OFFSET + n
 SLOWER, SLACK_MS = 3.0, 0.05  # checked calls slower than this x the bursts (+ slack): work was skipped while timed
@@ -201,8 +203,11 @@ class TimedCall:
     def _checked_call(self, fresh: bool) -> None:
         target = self.sets[len(self.checks.checked_ms) % len(self.sets)]
         contents, reference = self._contents(fresh)
+        started = time.perf_counter()
         for _ in range(WARM_CALLS):  # the checked call finds the device (or the CPU's threads) as a burst left it
             self()
+            if (time.perf_counter() - started) * 1e3 >= WARM_MS:  # a GPU's launches return at once: all three
+                break
         for buffer, value in zip(target.inputs, contents):
             if is_tensor(buffer):
                 buffer.copy_(value)
