@@ -21,6 +21,7 @@ from opmatrix.decide.stats import Interval  # noqa: E402
 from opmatrix.profile import ops, profiler, targets  # noqa: E402
 from opmatrix.sites import registry  # noqa: E402
 from opmatrix.validate import check, measure, swap, verdict  # noqa: E402
+from opmatrix.incell import plugins  # noqa: E402
 
 LLAMA = "opmatrix.profile.targets:llama_step"
 WRONG_ROPE = '''"""A deliberately wrong rope: rotate_half without the negation (cat(x2, x1) instead of cat(-x2, x1))."""
@@ -47,8 +48,14 @@ def step():
     return targets.make_step(targets.load_target(LLAMA), preset="tiny")
 
 
-def swaps_for(text: str, kernels_dir: Path = paths.BUILTIN_KERNELS):
-    return swap.make_swaps(swap.parse_use(text), kernels_dir, paths.BUILTIN_BACKENDS, swap.device_info("cpu"))
+def shipped_kernel_dir(kernel: str) -> Path:
+    """Where validate finds a shipped kernel (no project folder)."""
+    return plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS).kernel_dir(kernel)
+
+
+def swaps_for(text: str, kernels_dir: Path | None = None):
+    found = plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, kernels_dir)
+    return swap.make_swaps(swap.parse_use(text), found, swap.device_info("cpu"))
 
 
 def say(line: str) -> None:
@@ -99,6 +106,17 @@ def test_swapped_kernels_run_in_the_model_match_its_logits_and_are_taken_out_aft
     assert swaps[0].kernel.workloads == [{"batch": 2, "heads": 4, "kv_heads": 4, "seq": 32, "head_dim": 16}]
     assert (modeling_llama.apply_rotary_pos_emb, modeling_llama.LlamaRMSNorm.forward,
             modeling_llama.LlamaMLP.forward) == originals
+
+
+def test_validate_takes_a_kernel_from_where_a_run_would(wrong_kernels):
+    """The project's kernels folder wins over the shipped one of the same name (as in `opmatrix run`); without one,
+    the shipped kernel is used."""
+    (project,) = swaps_for("rope=wrong", wrong_kernels)
+    assert Path(project.kernel.impl.__file__).parent == wrong_kernels / "rope"
+    (shipped,) = swaps_for("rope=torch")
+    assert Path(shipped.kernel.impl.__file__).parent == paths.BUILTIN_KERNELS / "rope"
+    with pytest.raises(UsageError, match=r"no torch\.py in .*kernels/rope"):
+        swaps_for("rope=torch", wrong_kernels)  # the project's rope folder is the whole of rope, as in a run
 
 
 def test_a_wrong_kernel_gives_wrong_output(step, wrong_kernels):
@@ -281,14 +299,14 @@ def test_a_runs_verdicts_choose_and_its_rows_give_the_micro_speedup(tmp_path):
         sources.chosen(folder, "nvidia", None)
     small = {"batch": 2, "heads": 4, "kv_heads": 2, "seq": 64, "head_dim": 64}  # spec WORKLOADS["small_d64"]
     (micro, why), = sources.micro_speedups(folder, choices, {"rope": small}, "float32", "cpu", None,
-                                           paths.BUILTIN_KERNELS).values()
+                                           shipped_kernel_dir).values()
     assert micro.estimate == pytest.approx(2.0) and "small_d64" in micro.source and "model's shape" in micro.source
     tiny = {"batch": 2, "heads": 4, "kv_heads": 4, "seq": 32, "head_dim": 16}  # no workload of the run has it
     (micro, why), = sources.micro_speedups(folder, choices, {"rope": tiny}, "float32", "cpu", None,
-                                           paths.BUILTIN_KERNELS).values()
+                                           shipped_kernel_dir).values()
     assert micro.estimate == 2.0 and "geometric mean" in micro.source
     (micro, why), = sources.micro_speedups(folder, choices, {"rope": tiny}, "bfloat16", "cpu", None,
-                                           paths.BUILTIN_KERNELS).values()
+                                           shipped_kernel_dir).values()
     assert micro.estimate == 2.0 and "geometric mean" in micro.source  # the verdict's, across dtypes: said so
 
 
@@ -312,14 +330,14 @@ def test_a_kernel_whose_model_code_is_a_variant_is_measured_against_it_round_by_
                         baseline_round_ms=base))
     choice = [swap.Choice("rmsnorm", "triton")]
     shape = {"tokens": 256, "hidden": 1024}  # spec WORKLOADS["small_1024"]
-    (micro, _), = sources.micro_speedups(folder, choice, {"rmsnorm": shape}, "float32", "cpu", None, paths.BUILTIN_KERNELS,
+    (micro, _), = sources.micro_speedups(folder, choice, {"rmsnorm": shape}, "float32", "cpu", None, shipped_kernel_dir,
                                          {"rmsnorm": "torch[llama]"}).values()
     assert micro.estimate == pytest.approx(6.0) and "torch[llama]" in micro.source  # 3 / 0.5, not 1 / 0.5
     (micro, _), = sources.micro_speedups(folder, choice, {"rmsnorm": shape}, "float32", "cpu", None,
-                                         paths.BUILTIN_KERNELS).values()
+                                         shipped_kernel_dir).values()
     assert micro.estimate == pytest.approx(2.0)  # no eager named: against the run's baseline
     (micro, why), = sources.micro_speedups(folder, choice, {"rmsnorm": {"tokens": 3, "hidden": 3}}, "float32",
-                                           "cpu", None, paths.BUILTIN_KERNELS, {"rmsnorm": "torch[llama]"}).values()
+                                           "cpu", None, shipped_kernel_dir, {"rmsnorm": "torch[llama]"}).values()
     assert micro is None and "model's shape" in why  # never a speed-up of another shape against the model's code
 
 

@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from opmatrix import paths
+from opmatrix.incell import plugins
 from opmatrix.profile import ops
 
 SPEEDUPS = (1.1, 1.5, 2.0, math.inf)
@@ -226,10 +227,11 @@ def group_rows(slices: list[Slice], total_us: float, steps: int, threshold: floa
     for op in raw_ops(slices, total_us, steps, by_group=True):
         by_group[op.group].append(op)
     rows = []
+    kernels = set(plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, paths.KERNELS).kernels())
     for group, members in by_group.items():
         share = sum(m.share for m in members)
         rows.append(GroupRow(group, ops.GROUPS[group], sum(m.us_per_step for m in members), share, gains(share),
-                             verdict(group, share, threshold), (paths.BUILTIN_KERNELS / group).is_dir(),
+                             verdict(group, share, threshold), group in kernels,  # shipped, installed or the project's
                              members[:TOP_OPS_PER_GROUP]))
     return sorted(rows, key=lambda r: r.share, reverse=True)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.core.errors import UsageError
+from opmatrix.incell import plugins
 from opmatrix.profile import profiler, targets
 from opmatrix.store import run_dir
 
@@ -54,7 +55,9 @@ def add_validate_parser(sub, subcommand) -> None:
     p.add_argument("--max-rounds", type=int, help="at most this many rounds (default: 3 x --rounds)")
     p.add_argument("--tolerance", type=float, help="logits relative error allowed against the unmodified model "
                    "(default: 1e-4 float32, 1e-2 float16, 5e-2 bfloat16)")
-    p.add_argument("--kernels", default=str(paths.BUILTIN_KERNELS), help="kernels folder (default: the project's)")
+    p.add_argument("--kernels", help="the project's kernels folder (default: kernels/ in the project, where it "
+                   "exists); its kernels win over installed and shipped ones of the same name, as in a run")
+    p.add_argument("--backends", help="the project's backend adapters folder (default: backends/ in the project)")
     p.add_argument("--reports", default=str(paths.REPORTS), help="where run folders go (default: reports/)")
     p.add_argument("--run-id", help="name of the run folder (default: <UTC time>-validate-<target name>)")
     p.add_argument("--seed", type=int, default=0, help="seed of the rounds' shuffled order")
@@ -70,7 +73,8 @@ def cmd_validate(args) -> int:
     step = targets.make_step(target, args.preset, args.device)
     device = targets.step_device(target, step, args.device)
     info = swap.device_info(device)
-    kernels_dir = Path(args.kernels)
+    found = plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, Path(args.kernels or paths.KERNELS),
+                             Path(args.backends or paths.BACKENDS))
     run = run_dir(args.from_run, Path(args.reports)) if args.from_run else None
     if args.use:
         choices = swap.parse_use(args.use)
@@ -79,7 +83,7 @@ def cmd_validate(args) -> int:
     else:
         raise UsageError("name the implementations to swap in: --use KERNEL=BACKEND,... (e.g. --use "
                          "rope=torch-compile) or --from-run RUN (the implementations its verdicts adopt)")
-    swaps = swap.make_swaps(choices, kernels_dir, paths.BUILTIN_BACKENDS, info)
+    swaps = swap.make_swaps(choices, found, info)
     profile = sources.read_profile(args.profile, Path(args.reports)) if args.profile else None
     folder = paths.new_run_folder(Path(args.reports), args.run_id, "validate", target.name, JSON)
     progress = _progress(args.json)
@@ -93,8 +97,8 @@ def cmd_validate(args) -> int:
     if run is not None:
         workloads = {s.kernel.choice.kernel: s.kernel.workloads[0] for s in swaps if s.kernel.workloads}
         eager = {s.kernel.choice.kernel: s.sites[0].eager for s in swaps if s.sites[0].eager}
-        micro = sources.micro_speedups(run, choices, workloads, dtype, info.vendor, args.run_device, kernels_dir,
-                                       eager)
+        micro = sources.micro_speedups(run, choices, workloads, dtype, info.vendor, args.run_device,
+                                       found.kernel_dir, eager)
     rows, noise = check.decide_rows(measured, lambda sw: _parts(sw, profile, micro, run),
                                     lambda sw: _micro_wins(sw, micro))
     report = _report(spec, args, step, device, swaps, profile, run, rows, noise, dtype)
@@ -163,8 +167,9 @@ def _check_args(args) -> None:
     if importlib.util.find_spec("torch") is None:
         raise UsageError(f"target {args.target}: opmatrix validate needs torch in this environment (pip install "
                          "torch; pip install opmatrix[model] for llama's transformers)")
-    if not Path(args.kernels).is_dir():
-        raise UsageError(f"--kernels {args.kernels}: no such folder")
+    for flag, value in (("--kernels", args.kernels), ("--backends", args.backends)):
+        if value is not None and not Path(value).is_dir():
+            raise UsageError(f"{flag} {value}: no such folder")
 
 
 def _progress(quiet_stdout: bool):

@@ -6,6 +6,7 @@ workloads, said so. What is missing stays missing (None, with the reason)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def pick_device(run: str, devices: set[str], vendors: dict[str, str], vendor: st
 
 
 def micro_speedups(folder: Path, choices: list[Choice], model_workloads: dict[str, dict], dtype: str,
-                   device_vendor: str, run_device: str | None, kernels_dir: Path,
+                   device_vendor: str, run_device: str | None, kernel_dir: Callable[[str], Path],
                    eager: dict[str, str] | None = None) -> dict[str, tuple[Micro | None, str]]:
     """kernel -> (its microbenchmark speed-up in the run, or None; the reason when None). Against the run's
     baseline, or for a kernel in `eager` (kernel -> "backend[variant]", the model's own code as a variant) against
@@ -108,7 +109,7 @@ def micro_speedups(folder: Path, choices: list[Choice], model_workloads: dict[st
         workload = model_workloads.get(c.kernel)
         names = []
         if workload is not None:
-            spec = plugins.load_spec(kernels_dir, c.kernel)  # the run's rows name workloads, not shapes
+            spec = plugins.load_spec(kernel_dir(c.kernel), c.kernel)  # rows name workloads, not shapes
             names = [n for n, w in spec.WORKLOADS.items() if w == workload]
         row = next((r for r in rows.itertuples() if r.workload in names), None)
         if eager and c.kernel in eager:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opmatrix import paths
 from opmatrix.core.errors import UsageError
 from opmatrix.core.jobs import DeviceInfo
 from opmatrix.core.result import backend_label, split_backend_label
@@ -172,9 +173,10 @@ def resolve(site: registry.Site):
     return owner, name
 
 
-def make_swaps(choices: list[Choice], kernels_dir: Path, backends_dir: Path, device: DeviceInfo) -> list[Swap]:
-    """A Swap per choice, its implementation loaded and its backend checked; UsageError for a kernel no registry
-    site takes."""
+def make_swaps(choices: list[Choice], found: plugins.Registry, device: DeviceInfo) -> list[Swap]:
+    """A Swap per choice, its implementation loaded and its backend checked, each kernel and backend from where a
+    run would take it (`found`: the project's own folders, installed packages, the shipped plugins); UsageError for
+    a kernel no registry site takes or no plugin source has."""
     swaps = []
     for choice in choices:
         sites = registry.swap_sites(choice.kernel)
@@ -182,6 +184,12 @@ def make_swaps(choices: list[Choice], kernels_dir: Path, backends_dir: Path, dev
             raise UsageError(f"--use {choice.text()}: no model site is wired to kernel {choice.kernel!r} "
                              f"(wired: {', '.join(registry.swappable())}); add a Site to "
                              "opmatrix/sites/registry.py to wire it")
+        try:
+            kernels_dir = found.kernel_dir(choice.kernel)
+        except plugins.PluginError as exc:
+            raise UsageError(f"--use {choice.text()}: {exc}") from None
+        backends_dir = found.backend_dir(choice.backend) if choice.backend in found.backends() \
+            else paths.BUILTIN_BACKENDS  # none: the kernel's own file is all there is (checked below)
         if not plugins.impl_path(kernels_dir, choice.kernel, choice.backend).is_file():
             folder = Path(kernels_dir) / choice.kernel
             have = sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if p.stem != "spec")
