@@ -249,14 +249,9 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
     Paths and the matrix name are printed escaped: a folder named `[x]` is data, not rich markup."""
     from rich.markup import escape
 
-    skipped = store.load().skipped
-    if skipped and strict:
-        raise StoreError(f"{store.jsonl}: {len(skipped)} line(s) are not valid result rows, and --strict reports "
-                         "only from an undamaged store:\n" + "\n".join(f"  {s}" for s in skipped[:SKIPPED_SHOWN])
-                         + (f"\n  ... and {len(skipped) - SKIPPED_SHOWN} more" if len(skipped) > SKIPPED_SHOWN else ""))
-    _note_skipped(store, skipped, console)
+    df = _consolidated(store, console, strict)
     manifest = store.manifest()
-    df, verdicts = decided(store.consolidate(), manifest)
+    df, verdicts = decided(df, manifest)
     if verdicts is not None:
         (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
     path = report.write_markdown(df, manifest, store.run_dir / "report.md", verdicts)
@@ -271,6 +266,19 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
         console.print(f"[yellow]{left} of {manifest.planned_jobs} planned jobs have no result yet "
                       f"({stopped_by(manifest)}): continue with `{escape(resume)}`[/]", soft_wrap=True)
     return store.run_dir
+
+
+def _consolidated(store: ResultStore, console, strict: bool):
+    """The store read once (results.jsonl: its skipped lines said, or refused under strict) and consolidated from
+    that reading; the rows as read are let go once the frame holds them."""
+    loaded = store.load()
+    skipped = loaded.skipped
+    if skipped and strict:
+        raise StoreError(f"{store.jsonl}: {len(skipped)} line(s) are not valid result rows, and --strict reports "
+                         "only from an undamaged store:\n" + "\n".join(f"  {s}" for s in skipped[:SKIPPED_SHOWN])
+                         + (f"\n  ... and {len(skipped) - SKIPPED_SHOWN} more" if len(skipped) > SKIPPED_SHOWN else ""))
+    _note_skipped(store, skipped, console)
+    return store.consolidate(loaded=loaded)
 
 
 def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:

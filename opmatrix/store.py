@@ -7,9 +7,12 @@ row; a damaged line is skipped and reported with its file and line number, never
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import fcntl
+import functools
+import json
 import os
 import dataclasses
 import socket
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.core.keys import KEY_FIELDS
-from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError, backend_labels
+from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError, backend_labels, checked_fields
 from opmatrix.core.text import visible_frame
 from opmatrix.manifest import RunManifest
 from opmatrix.matrix import DEFAULT_BASELINE
@@ -36,6 +39,10 @@ WRITE_PROBE_BYTES = 64 * 1024  # room for a few rows: what check_writable proves
 RESERVE = ".space-reserve"  # held during a run, given back when the disk fills: room for run.json and the report
 RESERVE_BYTES = 512 * 1024
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+LISTS = {f.name for f in dataclasses.fields(Result) if f.type.startswith("list[")}
+FLOAT_LISTS = {f.name for f in dataclasses.fields(Result) if f.type == "list[float]"}  # held as numpy arrays
+_DEFAULTS = {f.name: f.default_factory if f.default_factory is not dataclasses.MISSING else (lambda v=f.default: v)
+             for f in dataclasses.fields(Result)}  # field -> a maker of its default (a list field: a new list)
 
 
 class RunLocked(Exception):
@@ -59,8 +66,19 @@ class DiskFull(Exception):
 
 @dataclass
 class Loaded:
-    results: list[Result]
+    """results.jsonl as read (read_jsonl): every valid row's fields as columns, one list per Result field in file
+    order, a row's list of floats as a numpy array (a Python float per sample is most of a large run's memory),
+    and the lines that are not valid rows. frame(loaded) is the run as a DataFrame; `results`, the rows as Result
+    objects."""
+    columns: dict[str, list] = field(default_factory=lambda: {name: [] for name in COLUMNS})
     skipped: list[str] = field(default_factory=list)  # "file:line: why" for every line that is not a valid row
+
+    @property
+    def results(self) -> list[Result]:
+        """The rows as Result objects (their lists as lists), in file order."""
+        columns = [[_as_list(v) for v in self.columns[name]] if name in FLOAT_LISTS else self.columns[name]
+                   for name in COLUMNS]
+        return [Result(**dict(zip(COLUMNS, values))) for values in zip(*columns)]
 
 
 class ResultStore:
@@ -200,9 +218,11 @@ class ResultStore:
         """run.json, typed; a run folder without one (results copied from elsewhere) gets an empty manifest."""
         return self.read_manifest() or RunManifest(run_id=self.run_dir.name)
 
-    def consolidate(self, baseline: str | None = None):
+    def consolidate(self, baseline: str | None = None, loaded: Loaded | None = None):
+        """results.parquet written from the rows, and returned as a DataFrame (frame, add_speedup); `loaded`: the
+        rows as this store's load() already read them (results.jsonl is then not read again)."""
         manifest = self.read_manifest()
-        df = add_speedup(frame(self.results()), baseline or _baseline(manifest))
+        df = add_speedup(frame(loaded if loaded is not None else self.load()), baseline or _baseline(manifest))
         tmp = self.run_dir / (RESULTS_PARQUET + ".tmp")
         df.to_parquet(tmp, index=False)
         tmp.replace(self.run_dir / RESULTS_PARQUET)
@@ -216,27 +236,60 @@ def read_manifest(folder: Path) -> RunManifest | None:
 
 
 def read_jsonl(path: Path) -> Loaded:
-    loaded = Loaded([])
+    """The one reader of results.jsonl, in one pass: each line checked as Result.from_json checks it
+    (core.result.checked_fields), its fields appended to the columns, a field it lacks as its default; a line that
+    is not a valid row is skipped and said (file, line, why). A text repeated from row to row (ids, statuses,
+    versions) is kept once; a list of floats becomes an array (_as_array)."""
+    loaded = Loaded()
     if not path.is_file():
         return loaded
+    columns, skipped = loaded.columns, loaded.skipped
+    texts: dict[str, str] = {}
     with open(path, encoding="utf-8", errors="replace") as fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                loaded.results.append(Result.from_json(line))
+                values = checked_fields(json.loads(line))
             except (ValueError, RowError) as exc:  # cut short by a crash mid-write, or damaged
-                loaded.skipped.append(f"{path}:{number}: {exc}")
+                skipped.append(f"{path}:{number}: {exc}")
+                continue
+            for name, make in _DEFAULTS.items():
+                value = values[name] if name in values else make()
+                if value.__class__ is str:
+                    value = texts.setdefault(value, value)
+                elif name in FLOAT_LISTS:
+                    value = _as_array(value)
+                columns[name].append(value)
     return loaded
 
 
-def frame(results: list[Result]):
+def frame(rows: Loaded | list[Result]):
+    """The rows (as read, or Result objects) as a DataFrame with every column: numbers as floats, a list of floats as
+    an array (as pandas reads it back from results.parquet), a job's last row where it was run again."""
     import pandas as pd
 
-    df = pd.DataFrame([vars(r) for r in results], columns=COLUMNS)
-    # Numbers are floats whatever the rows hold: a field absent from older rows (None) becomes NaN, not object.
-    df[NUMERIC] = df[NUMERIC].astype("float64")
+    if isinstance(rows, Loaded):
+        columns = rows.columns
+    else:
+        columns = {name: [_as_array(getattr(r, name)) if name in FLOAT_LISTS else getattr(r, name) for r in rows]
+                   for name in COLUMNS}
+    df = pd.DataFrame({name: pd.Series(columns[name], dtype="float64" if name in NUMERIC else
+                                       object if name in LISTS else None) for name in COLUMNS}, columns=COLUMNS)
     return df.drop_duplicates(subset=["run_id", *KEY_FIELDS], keep="last").reset_index(drop=True)
+
+
+def _as_array(values):
+    """A row's list of numbers as an array of the numbers' own kind (floats: float64; whole numbers, such as NVML's
+    clocks: int64), as results.parquet stores them; an empty list stays a list (a column no row fills is stored as a
+    list of nulls)."""
+    import numpy as np
+
+    return np.array(values) if len(values) else []
+
+
+def _as_list(values) -> list:
+    return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
 def with_every_column(df):
@@ -247,6 +300,20 @@ def with_every_column(df):
             make = f.default_factory if f.default_factory is not dataclasses.MISSING else lambda f=f: f.default
             df[f.name] = [make() for _ in range(len(df))]  # a list field: a list of its own per row
     return df
+
+
+def frame_rows(df, columns=None) -> list:
+    """The frame's rows as named tuples, as df.itertuples(index=False) gives them (Python values, NaN where a cell is
+    missing), each column read whole first (Series.tolist): iterated, pandas' Arrow-backed text columns hand out one
+    cell at a time, about a microsecond each, which is seconds over a 200,000-row run. columns: only these."""
+    names = tuple(df.columns if columns is None else columns)
+    make = _row_type(names)._make
+    return [make(values) for values in zip(*(df[name].tolist() for name in names))]
+
+
+@functools.lru_cache(maxsize=64)
+def _row_type(names: tuple[str, ...]):
+    return collections.namedtuple("Row", names, rename=True)  # as itertuples names them
 
 
 def labelled(df, label: str):
@@ -291,7 +358,7 @@ def load_run(run: str | Path, reports_dir: Path = paths.REPORTS):
         return visible_frame(with_every_column(pd.read_parquet(folder / RESULTS_PARQUET)))
     store = ResultStore(folder, create=False)
     manifest = store.read_manifest()
-    return add_speedup(frame(store.results()), _baseline(manifest))
+    return add_speedup(frame(store.load()), _baseline(manifest))
 
 
 def load_all(reports_dir: Path = paths.REPORTS):

@@ -116,3 +116,77 @@ def test_resume_moves_a_cut_last_line_out_and_keeps_a_whole_row_without_its_newl
     assert store.repair_tail() == whole[:50]
     assert store.jsonl.read_text() == whole and (store.run_dir / CUT).read_text() == whole[:50] + "\n"
     assert store.load().skipped == [] and store.repair_tail() == ""
+
+
+def test_a_report_reads_results_jsonl_once(tmp_path, monkeypatch):
+    """`opmatrix report` (run.finish) reads the store in one pass: the skipped lines and the consolidated frame come
+    from the same reading."""
+    import io
+
+    from rich.console import Console
+
+    from opmatrix import store as store_module
+    from opmatrix.run import finish
+
+    store = ResultStore(tmp_path / "r1")
+    for r in (row("torch", 2.0), row("triton", 1.0)):
+        store.append(r)
+    with open(store.jsonl, "a") as fh:
+        fh.write("not a row\n")
+    reads = []
+    real = store_module.read_jsonl
+    monkeypatch.setattr(store_module, "read_jsonl", lambda path: reads.append(path) or real(path))
+    monkeypatch.setenv("OPMATRIX_HTML", "0")
+    finish(store, Console(file=io.StringIO()))
+    assert reads == [store.jsonl]
+    assert (store.run_dir / "skipped.txt").read_text().startswith(f"{store.jsonl}:3: Expecting value")
+    assert list(pd.read_parquet(store.run_dir / "results.parquet").backend) == ["torch", "triton"]
+
+
+def test_every_bad_line_is_skipped_naming_its_first_wrong_field(tmp_path):
+    """Rows read after valid rows of the same shape are checked as fully as the first (their classes alone let a
+    row skip no check: a list's elements are always looked at)."""
+    from opmatrix.core import status
+
+    good = json.loads(row("torch", 2.0, round_ms=[1.0, 2.0]).to_json())
+    bad = [dict(good, samples_ms=[1.0, True]), dict(good, round_ms=[1.0, "2"]), dict(good, median_ms="fast"),
+           dict(good, trials="3", median_ms="x"), dict(good, status="fine"), dict(good, round_position=[0, 1.5]),
+           dict(good, clock_dropped=1)]
+    store = ResultStore(tmp_path / "r1")
+    lines = [good, *bad, dict(good, backend="triton", unknown_field=1)]
+    store.jsonl.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    loaded = store.load()
+    assert [s.split(": ", 1)[1] for s in loaded.skipped] == [
+        "field 'samples_ms' has the wrong type: [1.0, True] (list[float] expected)",
+        "field 'round_ms' has the wrong type: [1.0, '2'] (list[float] expected)",
+        "field 'median_ms' has the wrong type: 'fast' (float | None expected)",
+        "field 'trials' has the wrong type: '3' (int expected)",
+        "status 'fine' is not one of " + ", ".join(status.ALL),
+        "field 'round_position' has the wrong type: [0, 1.5] (list[int] expected)",
+        "field 'clock_dropped' has the wrong type: 1 (bool | None expected)"]
+    assert [s.split(": ", 1)[0] for s in loaded.skipped] == [f"{store.jsonl}:{n}" for n in range(2, 9)]
+    assert [r.backend for r in loaded.results] == ["torch", "triton"]
+
+
+def test_rows_as_read_hold_their_lists_of_numbers_as_arrays_and_give_them_back_as_lists(tmp_path):
+    import numpy as np
+
+    stored = [row("torch", 2.0, round_sm_mhz=[1980, 1965], round_position=[0, 1]), row("triton", None)]
+    store = ResultStore(tmp_path / "r1")
+    for r in stored:
+        store.append(r)
+    loaded = store.load()
+    assert loaded.results == stored  # whole numbers stay whole, an empty list a list
+    df = frame(loaded)
+    assert df.samples_ms[0].dtype == np.float64 and df.round_sm_mhz[0].dtype == np.int64
+    assert df.samples_ms[1] == [] and df.round_position[0] == [0, 1]
+    assert df.median_ms.dtype == np.float64 and np.isnan(df.median_ms[1])
+
+
+def test_frame_rows_are_the_rows_itertuples_gives(tmp_path):
+    from opmatrix.store import frame_rows
+
+    df = frame([row("torch", 2.0, error="x"), row("triton", None, status="compile_error")])
+    assert [tuple(map(str, r)) for r in frame_rows(df)] == [tuple(map(str, r)) for r in df.itertuples(index=False)]
+    picked = frame_rows(df, ["backend", "median_ms"])
+    assert picked[0].backend == "torch" and picked[0].median_ms == 2.0 and picked[1].median_ms != picked[1].median_ms

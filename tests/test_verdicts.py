@@ -331,3 +331,19 @@ def test_a_resumed_round_group_takes_its_floor_from_its_own_twin_not_the_baselin
     v = verdict_of(late)
     assert v.aa_floor == f"±{100 * own_floor:.1f}%"  # not the first session's baseline floor
     assert v.threshold == pytest.approx(max(1.05, 1 + 2 * own_floor))
+
+
+@pytest.mark.parametrize("rounds", [6, 12])
+def test_p_values_do_not_depend_on_how_many_rows_go_to_scipy_at_once(rounds, monkeypatch):
+    """Mann-Whitney U is batched over rows in blocks of stats.MWU_ROWS where scipy tests each row on its own (over 8
+    rounds on both sides); with fewer, scipy's choice of test looks at every row at once, so they stay one batch."""
+    results = rows({"a": 1.05, "b": 0.9, "c": 1.0}, seed=3, rounds=rounds, workloads=[f"w{i}" for i in range(12)])
+    tied = next(r for r in results if r.backend == "a")  # every round the same ratio: ties, in one row only
+    tied.round_ms = [t / 1.05 for t in tied.baseline_round_ms]
+    df = add_speedup(frame(results), "torch")
+    whole = stats.add_paired_columns(df)
+    monkeypatch.setattr(stats, "MWU_ROWS", 5)
+    blocks = stats.add_paired_columns(df)
+    assert whole.p_value.notna().sum() == 36
+    assert np.array_equal(whole.p_value.to_numpy(), blocks.p_value.to_numpy(), equal_nan=True)
+    assert np.array_equal(whole.q_value.to_numpy(), blocks.q_value.to_numpy(), equal_nan=True)

@@ -3,6 +3,7 @@
     python tools/bench_report.py --rows 200000            # wall time and peak RSS of `opmatrix report`
     python tools/bench_report.py --rows 20000 --profile   # and the top of a cProfile of it
     python tools/bench_report.py --rows 5000 --compare    # the two toolchains declared a [[compare]]
+    python tools/bench_report.py --rows 200000 --stages   # and the CPU and peak RSS of each stage of the report
 
 The run is written into a temporary folder (removed afterwards unless --keep) and never committed. Its shape, a
 large nightly sweep: 2 toolchains x 4 devices (2 with a host, 2 without: their rows are `no_host`) x 8 kernels x 5
@@ -12,7 +13,9 @@ twin in every round) and keeps --samples raw samples; one row in 40 failed to co
 Numbers are drawn from a seeded generator, so the same arguments write the same run.
 
 It prints the machine, the command, the rows, the size of results.jsonl, the wall time and the peak resident memory
-of the `opmatrix report` process (os.wait4's ru_maxrss). Figures go in docs/results.md, never in this file.
+of the `opmatrix report` process (os.wait4's ru_maxrss). --stages then runs the stages of `opmatrix report`
+(run.finish) one after another in a process of their own and prints each one's CPU time (time.process_time) and the
+peak RSS after it. Figures go in docs/results.md, never in this file.
 """
 from __future__ import annotations
 
@@ -145,6 +148,49 @@ def report(folder: Path, profile: Path | None) -> tuple[int, float, float, float
     return proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, log.read_text()[-1500:]
 
 
+def stages(folder: Path) -> None:
+    """The stages of run.finish, in its order, each timed (CPU) with the process's peak RSS after it."""
+    import io
+    import resource
+
+    from rich.console import Console
+
+    from opmatrix import report
+    from opmatrix.run import decided
+    from opmatrix.store import ResultStore
+
+    clock = [time.process_time()]
+
+    def done(name: str) -> None:
+        now = time.process_time()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"| {name} | {now - clock[0]:.1f} s | {peak:,.0f} MB |", flush=True)
+        clock[0] = now
+
+    print("| stage | CPU | peak RSS after it |\n| --- | ---: | ---: |")
+    import matplotlib  # noqa: F401  (imported by report.html; counted apart)
+    import pandas  # noqa: F401
+    import scipy.stats  # noqa: F401
+    done("imports (pandas, scipy.stats, matplotlib)")
+    store = ResultStore(folder)
+    loaded = store.load()
+    done("`store.load` (read and check results.jsonl: rows as columns, skipped lines)")
+    df = store.consolidate(loaded=loaded)
+    del loaded
+    done("`store.consolidate` (from that reading: frame, speed-ups, results.parquet)")
+    manifest = store.manifest()
+    df, verdicts = decided(df, manifest)
+    done("`run.decided` (`stats.add_paired_columns`, verdicts)")
+    report.sections(df, verdicts)
+    done("every report section, built once")
+    report.markdown(df, manifest, verdicts)
+    done("report.md rendered")
+    report.write_html(df, manifest, folder / "report.html", verdicts)
+    done("report.html (tables and charts)")
+    report.print_terminal(df, Console(file=io.StringIO(), width=200), verdicts)
+    done("terminal (first 200 rows per table)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -154,8 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="declare the two toolchains a [[compare]] (the "
                         "report then writes the upgrade comparison too: opmatrix.upgrade.compare)")
     parser.add_argument("--profile", action="store_true", help="also print the top of a cProfile of the report")
+    parser.add_argument("--stages", action="store_true", help="also time each stage of the report in a process of "
+                        "its own (CPU and peak RSS after each)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary run folder (its path is printed)")
+    parser.add_argument("--stages-of", type=Path, help=argparse.SUPPRESS)  # the --stages process: a run folder
     args = parser.parse_args(argv)
+    if args.stages_of:
+        stages(args.stages_of)
+        return 0
     tmp = Path(tempfile.mkdtemp(prefix="opmatrix-bench-report-"))
     try:
         folder = tmp / "reports" / RUN_ID
@@ -174,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
               f"report.html {(folder / 'report.html').stat().st_size / 1e6 if (folder / 'report.html').exists() else 0:.1f} MB")
         if code:
             print(tail)
+        if args.stages:
+            subprocess.run([sys.executable, __file__, "--stages-of", str(folder)], check=True, cwd=ROOT)
         if profile:
             import pstats
 

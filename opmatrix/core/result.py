@@ -133,26 +133,51 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], identified: bool = True) -> Result:
-        """A row from its JSON object, every field checked: a tampered or damaged row raises RowError saying
-        which field is wrong, never becomes a half-blank row or a traceback downstream. identified=False: a
-        worker's row, whose identity the cell runner stamps afterwards."""
-        if not isinstance(data, dict):
-            raise RowError(f"a result row is a JSON object, got {type(data).__name__}")
-        for name in REQUIRED if identified else ("status",):
-            if not isinstance(data.get(name), str) or not data[name]:
-                raise RowError(f"field {name!r} must be a non-empty string, got {data.get(name)!r}")
-        if "variant" in data and (not isinstance(data["variant"], str) or not data["variant"]):
-            raise RowError(f"field 'variant' must be a non-empty string, got {data['variant']!r}")
-        if data["status"] not in status.ALL:
-            raise RowError(f"status {data['status']!r} is not one of {', '.join(status.ALL)}")
-        values = {}
-        for name, check in _CHECKS.items():
-            if name in data:
-                value = data[name]
-                if not check(value):
-                    raise RowError(f"field {name!r} has the wrong type: {value!r} ({_TYPES[name]} expected)")
-                values[name] = value
-        return cls(**visible_fields(values))  # a row stored before texts were made safe, or a tampered one
+        """A row from its JSON object, every field checked (checked_fields): a tampered or damaged row raises
+        RowError saying which field is wrong, never becomes a half-blank row or a traceback downstream.
+        identified=False: a worker's row, whose identity the cell runner stamps afterwards."""
+        return cls(**checked_fields(data, identified))
+
+
+def checked_fields(data: dict[str, Any], identified: bool = True) -> dict[str, Any]:
+    """The fields of a row's JSON object that are Result fields, each checked (RowError says which is wrong), texts
+    made visible (a row stored before texts were made safe, or a tampered one); fields it lacks are left out (their
+    defaults). What Result.from_dict builds a row from, and what the store reads a whole run with (store.read_jsonl:
+    columns, without a Result per row)."""
+    if not isinstance(data, dict):
+        raise RowError(f"a result row is a JSON object, got {type(data).__name__}")
+    for name in REQUIRED if identified else ("status",):
+        if not isinstance(data.get(name), str) or not data[name]:
+            raise RowError(f"field {name!r} must be a non-empty string, got {data.get(name)!r}")
+    if "variant" in data and (not isinstance(data["variant"], str) or not data["variant"]):
+        raise RowError(f"field 'variant' must be a non-empty string, got {data['variant']!r}")
+    if data["status"] not in status.ALL:
+        raise RowError(f"status {data['status']!r} is not one of {', '.join(status.ALL)}")
+    # Whether a field that is not a list passes depends on its value's class alone: a row whose classes (field by
+    # field, absent ones included) a row before it passed with needs only its lists' elements checked.
+    classes = tuple(map(type, map(data.get, _NAMES, _ABSENT)))
+    known = _PASSED.get(classes)
+    if known is None or not all(_CHECKS[name](data[name]) for name in _LIST_FIELDS if name in data):
+        values = _checked_one_by_one(data)
+        if len(_PASSED) < 1024:
+            _PASSED[classes] = len(values)
+    elif len(data) == known:  # no field it does not know
+        values = data
+    else:
+        values = {name: data[name] for name in _NAMES if name in data}
+    return visible_fields(values)
+
+
+def _checked_one_by_one(data: dict[str, Any]) -> dict[str, Any]:
+    """The row's Result fields, checked in field order: RowError names the first that is wrong."""
+    values = {}
+    for name, check in _CHECKS.items():
+        if name in data:
+            value = data[name]
+            if value.__class__ not in _PLAIN[name] and not check(value):  # a value of a plain type passes as it is
+                raise RowError(f"field {name!r} has the wrong type: {value!r} ({_TYPES[name]} expected)")
+            values[name] = value
+    return values
 
 
 class RowError(ValueError):
@@ -165,8 +190,9 @@ def backend_label(backend: str, variant: str) -> str:
 
 
 def backend_labels(rows) -> list[str]:
-    """backend_label of each row of a frame (its backend and variant columns), in order."""
-    return [backend_label(b, v) for b, v in zip(rows.backend, rows.variant)]
+    """backend_label of each row of a frame (its backend and variant columns, each read whole: a text column of
+    pandas hands out one cell at a time when iterated), in order."""
+    return [backend_label(b, v) for b, v in zip(rows.backend.tolist(), rows.variant.tolist())]
 
 
 _LABEL = re.compile(r"^(?P<backend>[A-Za-z0-9_-]+)(\[(?P<variant>[A-Za-z0-9_-]+)\])?$")
@@ -188,17 +214,43 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _numbers(value) -> bool:
+    """A list of numbers (no bool). Its elements' types are gathered in C first: a list of only ints and floats (what
+    JSON gives) passes without a Python call per element; any other list is checked element by element."""
+    return isinstance(value, list) and (set(map(type, value)) <= _INT_FLOAT or all(_number(x) for x in value))
+
+
+def _ints(value) -> bool:
+    """A list of ints (no bool), checked as _numbers is."""
+    return isinstance(value, list) and (set(map(type, value)) <= _INT or
+                                        all(isinstance(x, int) and not isinstance(x, bool) for x in value))
+
+
+_INT_FLOAT, _INT = {int, float}, {int}
 _CHECKERS = {
     "str": lambda v: isinstance(v, str),
     "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "float | None": lambda v: v is None or _number(v),
     "bool | None": lambda v: v is None or isinstance(v, bool),
-    "list[float]": lambda v: isinstance(v, list) and all(_number(x) for x in v),
+    "list[float]": _numbers,
     "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-    "list[int]": lambda v: isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
+    "list[int]": _ints,
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(Result)}
 _CHECKS = {name: _CHECKERS[kind] for name, kind in _TYPES.items()}
+# the classes a field's check accepts without looking further (a 200,000-row store is read without a call per field)
+_PLAIN = {name: {"str": {str}, "int": {int}, "float | None": {float, int, type(None)},
+                 "bool | None": {bool, type(None)}}.get(kind, set()) for name, kind in _TYPES.items()}
+
+
+class _Absent:
+    """What an absent field reads as while a row's classes are gathered: a class no value of a row can have."""
+
+
+_NAMES = tuple(_CHECKS)
+_ABSENT = (_Absent(),) * len(_NAMES)
+_LIST_FIELDS = tuple(name for name, kind in _TYPES.items() if kind.startswith("list["))
+_PASSED: dict[tuple, int] = {}  # the classes of the fields of rows that passed -> how many fields such a row has
 NUMERIC = [f.name for f in dataclasses.fields(Result) if f.type == "float | None"]
 
 

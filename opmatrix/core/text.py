@@ -50,8 +50,12 @@ def visible_fields(record: dict) -> dict:
     """A record's fields (a row as a dict) with visible() applied to every string and every string in a list; the
     same dict when none holds a control character (one search over all its text: a 200,000-row store is read
     without a call per field)."""
-    texts = [v for v in record.values() if isinstance(v, str)]
-    texts += [x for v in record.values() if _strings(v) for x in v if isinstance(x, str)]
+    texts = []
+    for v in record.values():
+        if isinstance(v, str):
+            texts.append(v)
+        elif isinstance(v, list) and v and isinstance(v[0], str):  # _strings, inline: called for every field
+            texts.extend(x for x in v if isinstance(x, str))
     if not UNSAFE.search("".join(texts)):
         return record
     return {name: visible(v) if isinstance(v, str) else

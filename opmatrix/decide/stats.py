@@ -29,8 +29,10 @@ import numpy as np
 
 from opmatrix.decide import intervals
 from opmatrix.decide.intervals import CONFIDENCE, ProcessTerm
+from opmatrix.store import frame_rows
 
 RESAMPLES = 2000
+MWU_ROWS = 16384  # rows per batched Mann-Whitney U call (_p_values)
 SEED = 20261130  # fixed: the same stored rows always give the same intervals
 
 
@@ -273,9 +275,7 @@ def add_paired_columns(df, between_processes: bool = True):
     (within the rounds only: what opmatrix calibration compares the default against)."""
     import pandas as pd
 
-    df = df.copy()
-    # only the columns read below: itertuples over every column of a run costs more than the statistics
-    rows = list(df[READS].itertuples(index=False))
+    rows = frame_rows(df, READS)  # only the columns read below: every column of a run costs more than the statistics
     paired = [r.status == "ok" and bool(r.pairing) for r in rows]
     contest = [i for i, r in enumerate(rows) if paired[i] and len(r.baseline_round_ms)]
     with_aa = [i for i, r in enumerate(rows) if paired[i] and len(r.aa_round_ms)]
@@ -302,15 +302,13 @@ def add_paired_columns(df, between_processes: bool = True):
             if interval:
                 cols["speedup"][i], cols["speedup_lo"][i], cols["speedup_hi"][i] = interval.estimate, interval.lo, \
                     interval.hi
-    cols["p_value"] = _p_values(rows, contest, own_groups, aa_groups)
-    for name, values in cols.items():
-        df[name] = pd.array(values, dtype="float64")
-    pvals = df.p_value.notna()
-    df["q_value"] = np.nan
-    if pvals.any():
-        df.loc[pvals, "q_value"] = _scipy().false_discovery_control(df.loc[pvals, "p_value"].to_numpy(),
-                                                                    method="bh")
-    return df
+    cols["p_value"] = p_values = _p_values(rows, contest, own_groups, aa_groups)
+    cols["q_value"] = np.full(len(rows), np.nan)
+    if (known := ~np.isnan(p_values)).any():
+        cols["q_value"][known] = _scipy().false_discovery_control(p_values[known], method="bh")
+    # a new frame (the given one is left as it was); under pandas' copy-on-write it shares the given one's columns
+    # instead of copying every one of them
+    return df.assign(**{name: pd.array(values, dtype="float64") for name, values in cols.items()})
 
 
 def ratio_groups(at: list[int], numerators: list, denominators: list) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -362,7 +360,13 @@ def _p_values(rows: list, contest: list[int], own_groups: dict, aa_groups: dict)
             p = mann_whitney(list(r.samples_ms), list(base.samples_ms))
             out[i] = np.nan if p is None else p
     for (n, m), found in pairs.items():
-        x = own_groups[n][1][[f[1] for f in found]]
-        y = aa_groups[m][1][[f[2] for f in found]]
-        out[[f[0] for f in found]] = _scipy().mannwhitneyu(x, y, alternative="two-sided", axis=1).pvalue
+        # Over 8 rounds on both sides, scipy takes the asymptotic test for every row, each row on its own: the rows go
+        # in blocks of MWU_ROWS (its ranks are several arrays the size of the block). With fewer, its choice between
+        # the exact and the asymptotic test looks at the ties of every row given at once: they go together.
+        step = MWU_ROWS if min(n, m) > 8 else len(found)
+        for start in range(0, len(found), step):
+            block = found[start:start + step]
+            x = own_groups[n][1][[f[1] for f in block]]
+            y = aa_groups[m][1][[f[2] for f in block]]
+            out[[f[0] for f in block]] = _scipy().mannwhitneyu(x, y, alternative="two-sided", axis=1).pvalue
     return out

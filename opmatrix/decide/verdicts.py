@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass, field
 
 from opmatrix.core import status
 from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP
-from opmatrix.core.result import backend_label, split_backend_label
+from opmatrix.core.result import backend_label, backend_labels, split_backend_label
 from opmatrix.decide import stats
-from opmatrix.store import labelled
+from opmatrix.store import frame_rows
 
 K_AA = 2.0  # the smallest effect a verdict may claim is this many A/A half-widths
 EPSILON = 0.005  # adopt only a lower bound more than this above the threshold (as a speed-up: 0.5 %)
@@ -83,27 +83,39 @@ def decide(df, acceptance: dict, loc: dict[tuple[str, str], int] | None = None) 
     if "speedup" not in df.columns:
         df = stats.add_paired_columns(df)
     df = df[[c for c in READ if c in df.columns]]  # every selection below copies each column it carries
+    df = df.assign(label=backend_labels(df))  # each row's backend[variant], named once for every candidate
     baseline = acceptance.get("baseline", DEFAULT_BASELINE)
     min_speedup = float(acceptance.get("min_speedup", DEFAULT_MIN_SPEEDUP))
     max_rel_err = acceptance.get("max_rel_err")
     loc = loc or {}
+    ports = portability(df)
     verdicts = []
     for (kernel, device, toolchain), g in df.groupby(["kernel", "device", "toolchain"], sort=True):
-        verdicts.append(_verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_err, loc))
+        verdicts.append(_verdict(ports, g, kernel, device, toolchain, baseline, min_speedup, max_rel_err, loc))
     return verdicts
 
 
-def _verdict(df, g, kernel, device, toolchain, baseline, min_speedup, max_rel_err, loc) -> Verdict:
-    targets = sorted({(w, d) for w, d in zip(g.workload, g.dtype)})
+def portability(df) -> dict[tuple[str, str], dict[str, str]]:
+    """(kernel, backend[variant]) -> {device: its rows' statuses there, "compile_error,ok"}, devices in order: what
+    a candidate shows of itself on every device of the run (df with a label column, as decide makes it)."""
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for (kernel, label, device), statuses in df.groupby(["kernel", "label", "device"], sort=True).status:
+        out.setdefault((kernel, label), {})[device] = ",".join(sorted(set(statuses)))
+    return out
+
+
+def _verdict(ports, g, kernel, device, toolchain, baseline, min_speedup, max_rel_err, loc) -> Verdict:
+    targets = sorted(set(zip(g.workload.tolist(), g.dtype.tolist())))
     v = Verdict(kernel, device, toolchain, NOT_RUN, workloads=[f"{w} {d}" for w, d in targets])
     ran = g[~g.status.isin([status.NO_HOST, *status.BUILD_ONLY])]
     if ran.empty or (g[g.backend == baseline].status == status.NO_HOST).all():
         return _not_run(v, g)  # no host had the device: at most compile-only builds for it
     base = baseline_rows(ran, baseline)
-    base_ok = {(w, d) for w, d, s in zip(base.workload, base.dtype, base.status) if s == status.OK}
+    base_ok = {(w, d) for w, d, s in zip(base.workload.tolist(), base.dtype.tolist(), base.status.tolist())
+               if s == status.OK}
     missing = [f"{w} {d}" for w, d in targets if (w, d) not in base_ok]
     v.aa_floor, v.threshold = _threshold(ran, min_speedup)
-    v.candidates = [_candidate(df, ran, kernel, label, targets, max_rel_err, loc)
+    v.candidates = [_candidate(ports, ran, kernel, label, targets, max_rel_err, loc)
                     for label in _labels(ran, base)]
     if missing:
         return _gap(v, baseline, missing)
@@ -135,7 +147,7 @@ def _threshold(ran, min_speedup: float) -> tuple[str, float]:
     from its own twin (stats.twin_rows: the baseline's row, whose twin took part in every round; a group without
     one, such as a resumed session's, from its own row with the most rounds), never from another session's; the
     verdict takes the widest."""
-    rows = list(ran.itertuples(index=False))
+    rows = frame_rows(ran)
     floors = [max(rows[i].aa_hi - 1, 1 - rows[i].aa_lo) for i in stats.twin_rows(rows).values()
               if rows[i].aa_hi == rows[i].aa_hi]
     if not floors:
@@ -189,13 +201,11 @@ def _bar(v: Verdict, min_speedup: float) -> str:
 
 
 def _labels(ran, base) -> list[str]:
-    base_labels = {backend_label(b, x) for b, x in zip(base.backend, base.variant)}
-    labels = {backend_label(b, x) for b, x in zip(ran.backend, ran.variant)}
-    return sorted(labels - base_labels)
+    return sorted(set(ran.label.tolist()) - set(base.label.tolist()))
 
 
-def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
-    rows = ran[labelled(ran, label)]
+def _candidate(ports, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
+    rows = ran[(ran.label == label).to_numpy()]
     c = Candidate(label)
     failing, build_sets, worst, timed = _measured(rows, targets, max_rel_err)
     c.correct_everywhere, c.why_not = not failing, "; ".join(failing)
@@ -211,15 +221,14 @@ def _candidate(df, ran, kernel, label, targets, max_rel_err, loc) -> Candidate:
     c.tuning_s = _tuning_seconds(rows)
     backend = rows.backend.iloc[0] if len(rows) else split_backend_label(label)[0]
     c.lines_of_code = loc.get((kernel, backend))
-    everywhere = df[(df.kernel == kernel).to_numpy() & labelled(df, label)]
-    c.portability = {dev: ",".join(sorted(set(g.status))) for dev, g in everywhere.groupby("device")}
+    c.portability = dict(ports.get((kernel, label), {}))
     return c
 
 
 def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[list[float]]], object, list]:
     """(why it is not eligible per target, its per-round ratios per target and build, its slowest target's row,
     its timed rows)."""
-    by_target = {(r.workload, r.dtype): r for r in rows.itertuples()}
+    by_target = {(r.workload, r.dtype): r for r in frame_rows(rows)}
     failing, build_sets, worst, timed = [], [], None, []
     for w, d in targets:
         r = by_target.get((w, d))

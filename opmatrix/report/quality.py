@@ -14,6 +14,7 @@ from opmatrix.decide import stats
 from opmatrix.core.result import backend_label
 from opmatrix.report.performance import clock_dropped
 from opmatrix.report.table import Section, fmt, key_cells, mixes_toolchains, present, with_toolchain
+from opmatrix.store import frame_rows
 
 CROSSCHECK_MIN_MS = 0.05  # the agreement goal applies to calls of at least 50 µs
 CROSSCHECK_GOAL_PCT = 3.0
@@ -29,7 +30,9 @@ def measurement(df) -> Section:
     drops = timed.clock_dropped.map(clock_dropped).astype(bool)
     unexplained = timed[(timed.stability_pct > STABILITY_GOAL_PCT) & ~drops]  # no clock drop to blame
     extra += [f"{r.device} {r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}: second timing "
-              f"{r.stability_pct:.1f}% off" for r in unexplained.itertuples()]
+              f"{r.stability_pct:.1f}% off"
+              for r in frame_rows(unexplained, ["device", "kernel", "workload", "dtype", "backend", "variant",
+                                                "stability_pct"])]
     headers = with_toolchain(["device", "matmul ceiling TFLOP/s", "copy ceiling GB/s", "median stability %",
                               "worst stability", "clock dropped"], "device", split)
     paired = bool((timed.pairing != "").any())
@@ -46,6 +49,8 @@ STABILITY_PAIRED = "stability: the median of the later half of a row's rounds ag
 
 
 AA_NARROW = 0.01  # an A/A floor within ±1 % needs no advice
+AA_READS = ["workload", "dtype", "aa", "aa_lo", "aa_hi", "aa_round_ms", "round_ms", "reps", "samples_ms", "median_ms",
+            "rounds_s"]  # what aa_floors reads of a row (aa, aa_lo, aa_hi where add_paired_columns added them)
 
 
 def aa_floors(timed) -> list[str]:
@@ -55,7 +60,8 @@ def aa_floors(timed) -> list[str]:
     lines = []
     twins = timed[stats.twinned_baselines(timed)]
     for (kernel, device, toolchain), g in twins.groupby(["kernel", "device", "toolchain"]):
-        floors = [(interval, r) for r in g.itertuples() if (interval := _aa_interval(r))]  # per workload
+        floors = [(interval, r) for r in frame_rows(g, [c for c in AA_READS if c in g.columns])
+                  if (interval := _aa_interval(r))]  # per workload
         if floors:
             interval, r = max(floors, key=lambda f: f[0].halfwidth)
             ratios = stats.ratios(r.aa_round_ms, r.round_ms)
@@ -144,7 +150,7 @@ def crosscheck(df) -> Section:
     rows = [key_cells([r.device], r.toolchain, split)
             + [r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), fmt(r.median_ms, 4),
                fmt(r.crosscheck_events_ms, 4), fmt(r.cupti_ms, 4), f"{r.cupti_diff_pct:+.1f}"]
-            for r in checked.itertuples()]
+            for r in frame_rows(checked)]
     note = CROSSCHECK_NOTE
     left_out = len(recorded) - len(checked)
     if left_out:
@@ -156,7 +162,7 @@ def crosscheck(df) -> Section:
     extra = [f"{len(within)}/{len(long)} calls of >= {CROSSCHECK_MIN_MS * 1e3:.0f} µs within "
              f"{CROSSCHECK_GOAL_PCT:.0f}% of CUPTI"] if len(long) else []
     extra += [f"outside: {r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)} "
-              f"{r.cupti_diff_pct:+.1f}%" for r in long.drop(within.index).itertuples()]
+              f"{r.cupti_diff_pct:+.1f}%" for r in frame_rows(long.drop(within.index))]
     headers = with_toolchain(["device", "kernel", "workload", "dtype", "backend", "median ms (timing)",
                               "events mean ms", "CUPTI kernels mean ms", "events vs CUPTI %"], "device", split)
     return Section("Cross-check against CUPTI", headers, rows, note, extra, optional=recorded.empty)
@@ -167,7 +173,7 @@ def autotuning(df) -> Section:
     tuned = df[df.config.str.contains('"tuning"', regex=False, na=False)]
     split = mixes_toolchains(tuned, ["device"])
     rows = []
-    for r in tuned.itertuples():
+    for r in frame_rows(tuned):
         record = json.loads(r.config)
         tuning = record["tuning"]
         chosen = ", ".join(f"{k}={v}" for k, v in record["tuned"].items())

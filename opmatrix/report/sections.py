@@ -17,6 +17,7 @@ from opmatrix.report.performance import performance
 from opmatrix.report.quality import autotuning, crosscheck, measurement
 from opmatrix.report.verdicts import verdict_section
 from opmatrix.report.table import Section, fmt, key_cells, mixes_toolchains, with_toolchain
+from opmatrix.store import frame_rows
 
 ENV_COLUMNS = ["cell", "host", "device_name", "arch", "driver", "runtime", "python", "torch", "tilelang", "triton"]
 COMPILE_TITLE = "Compile time (s, first call included)"
@@ -62,9 +63,9 @@ def failures(df) -> Section:
     split = mixes_toolchains(bad, ["device"])
     rows = [key_cells([r.device], r.toolchain, split)
             + [r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), r.status,
-               (r.error or "").splitlines()[0][:160] if r.error else ""] for r in bad.itertuples()]
+               (r.error or "").splitlines()[0][:160] if r.error else ""] for r in frame_rows(bad)]
     hosts = df[df.status == status.NO_HOST].drop_duplicates("device")
-    extra = [f"`{r.device}`: no host ({r.error})" for r in hosts.itertuples()]
+    extra = [f"`{r.device}`: no host ({r.error})" for r in frame_rows(hosts)]
     headers = with_toolchain(["device", "kernel", "workload", "dtype", "backend", "status", "reason"], "device",
                              split)
     return Section("Not run, unsupported or failed", headers, rows, extra=extra)
