@@ -58,7 +58,9 @@ def test_a_contestant_that_dies_mid_round_costs_only_its_row(rows):
     r = rows["dies"]
     assert r.status == "crashed" and r.phase == "timing", (r.status, r.phase, r.error)
     assert "SIGKILL" in r.error and r.rel_err == 0.0  # what correctness found is kept
-    assert rows["slower"].rounds == rows["torch"].rounds  # the others finished their rounds
+    # the others finished their rounds: at least the minimum (a contestant whose interval clears the threshold
+    # leaves the extra rounds before the baseline does, so it may hold fewer than the baseline)
+    assert rows["slower"].status == "ok" and 10 <= rows["slower"].rounds <= rows["torch"].rounds
 
 
 def test_slower_contestant_is_slower_in_nearly_every_round(rows):
