@@ -295,10 +295,9 @@ def _as_list(values) -> list:
 def with_every_column(df):
     """A frame read from a results.parquet written before a field existed, given that field's default for every
     row (a list field: an empty list), so readers never test for columns."""
-    for f in dataclasses.fields(Result):
-        if f.name not in df.columns:
-            make = f.default_factory if f.default_factory is not dataclasses.MISSING else lambda f=f: f.default
-            df[f.name] = [make() for _ in range(len(df))]  # a list field: a list of its own per row
+    for name, make in _DEFAULTS.items():
+        if name not in df.columns:
+            df[name] = [make() for _ in range(len(df))]  # a list field: a list of its own per row
     return df
 
 

@@ -288,7 +288,7 @@ def test_a_toolchain_bisection_probes_the_named_toolchains_as_they_are(project):
                           ("stable,stable", "give two or more distinct toolchains in order")):
         with pytest.raises(bisect_probe.BisectError, match=message):
             bisect_probe.named(m, text)
-    target = bisect_probe.choose_target(m, "", None, "stable", None, None, None, None)
+    target = bisect_probe.choose_target(m, None, None, "stable", None, None, None, None)
     derived = root / "derived-fleet.toml"
     derived.write_text(bisect_probe.toml(bisect_probe.probe_matrix(m, target, None, "stable", "nightly")))
     d = load_matrix(derived)

@@ -75,8 +75,9 @@ def run_bisect(args) -> int:
     check_plugins(m)
     try:
         steps = bisect_probe.named(m, args.toolchains) if args.toolchains else None
-        target = bisect_probe.choose_target(m, args.package or "", args.device, steps[0] if steps else args.toolchain,
-                                            args.kernel, args.workload, args.dtype, args.backend)
+        target = bisect_probe.choose_target(m, None if steps else args.package, args.device,
+                                            steps[0] if steps else args.toolchain, args.kernel, args.workload,
+                                            args.dtype, args.backend)
         versions = steps or (bisect_probe.listed(args.versions) if args.versions else bisect_probe.between(
             bisect_probe.available_versions(m, target, args.package), args.good, args.bad))
     except bisect_probe.BisectError as exc:

@@ -60,11 +60,12 @@ def _only(what: str, flag: str, given: str | None, choices: list[str]) -> str:
     return choices[0]
 
 
-def choose_target(m: Matrix, package: str, device: str | None, toolchain: str | None, kernel: str | None,
+def choose_target(m: Matrix, package: str | None, device: str | None, toolchain: str | None, kernel: str | None,
                   workload: str | None, dtype: str | None, backend: str | None) -> Target:
-    """The target row from the flags, each defaulting to the matrix's only choice (an error lists them)."""
+    """The target row from the flags, each defaulting to the matrix's only choice (an error lists them); the
+    toolchain by default the one that pins `package` (None: toolchains are searched, the first named is given)."""
     dev = m.devices()[_only("device", "--device", device, [d.id for d in m.device])]
-    named = [t.name for t in m.toolchain if any(_is(p, package) for p in t.packages)]
+    named = [t.name for t in m.toolchain if package and any(_is(p, package) for p in t.packages)]
     tc = _only("toolchain", "--toolchain", toolchain, named or [t.name for t in m.toolchain])
     entry = {k.name: k for k in m.kernel}[_only("kernel", "--kernel", kernel, [k.name for k in m.kernel])]
     wl = _only(f"workload for {dev.vendor}", "--workload", workload, entry.workloads.get(dev.vendor, []))

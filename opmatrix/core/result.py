@@ -214,27 +214,25 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _numbers(value) -> bool:
-    """A list of numbers (no bool). Its elements' types are gathered in C first: a list of only ints and floats (what
-    JSON gives) passes without a Python call per element; any other list is checked element by element."""
-    return isinstance(value, list) and (set(map(type, value)) <= _INT_FLOAT or all(_number(x) for x in value))
+def _list_of(plain: set, check):
+    """A checker of a list whose elements each pass `check`. Their types are gathered in C first: a list holding
+    only `plain` types (what JSON gives) passes without a Python call per element; any other is checked element by
+    element."""
+    return lambda value: isinstance(value, list) and (set(map(type, value)) <= plain or all(map(check, value)))
 
 
-def _ints(value) -> bool:
-    """A list of ints (no bool), checked as _numbers is."""
-    return isinstance(value, list) and (set(map(type, value)) <= _INT or
-                                        all(isinstance(x, int) and not isinstance(x, bool) for x in value))
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-_INT_FLOAT, _INT = {int, float}, {int}
 _CHECKERS = {
     "str": lambda v: isinstance(v, str),
-    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "int": _int,
     "float | None": lambda v: v is None or _number(v),
     "bool | None": lambda v: v is None or isinstance(v, bool),
-    "list[float]": _numbers,
-    "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-    "list[int]": _ints,
+    "list[float]": _list_of({int, float}, _number),
+    "list[str]": _list_of({str}, lambda x: isinstance(x, str)),
+    "list[int]": _list_of({int}, _int),
 }
 _TYPES = {f.name: f.type for f in dataclasses.fields(Result)}
 _CHECKS = {name: _CHECKERS[kind] for name, kind in _TYPES.items()}

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opmatrix import paths
 from opmatrix.core.errors import UsageError
 from opmatrix.core.jobs import DeviceInfo
 from opmatrix.core.result import backend_label, split_backend_label
@@ -76,7 +75,7 @@ class Kernel:
     with (workload, inputs) returns the kernel's output tensor (freshly allocated as the spec's make_output lays it
     out, as the model's own code allocates its result)."""
 
-    def __init__(self, choice: Choice, kernels_dir: Path, backends_dir: Path, device: DeviceInfo):
+    def __init__(self, choice: Choice, kernels_dir: Path, backends_dir: Path | None, device: DeviceInfo):
         self.choice, self.device = choice, device
         self.spec = plugins.load_spec(kernels_dir, choice.kernel)
         path = plugins.impl_path(kernels_dir, choice.kernel, choice.backend)
@@ -89,8 +88,8 @@ class Kernel:
         self.workloads: list[dict] = []  # every workload it was called with, in order
         self.dtypes: list[str] = []
         self.calls = 0
-        backend_file = Path(backends_dir) / plugins.module_file(choice.backend)
-        self.backend = plugins.load_backend(backends_dir, choice.backend) if backend_file.is_file() else None
+        # no adapter anywhere (backends_dir None): the kernel's own file is all there is
+        self.backend = plugins.load_backend(backends_dir, choice.backend) if backends_dir is not None else None
 
     def check_backend(self) -> None:
         """UsageError unless the backend imports here, covers this device, and times meaningfully on it."""
@@ -186,10 +185,9 @@ def make_swaps(choices: list[Choice], found: plugins.Registry, device: DeviceInf
                              "opmatrix/sites/registry.py to wire it")
         try:
             kernels_dir = found.kernel_dir(choice.kernel)
+            backends_dir = found.backend_dir(choice.backend) if choice.backend in found.backends() else None
         except plugins.PluginError as exc:
             raise UsageError(f"--use {choice.text()}: {exc}") from None
-        backends_dir = found.backend_dir(choice.backend) if choice.backend in found.backends() \
-            else paths.BUILTIN_BACKENDS  # none: the kernel's own file is all there is (checked below)
         if not plugins.impl_path(kernels_dir, choice.kernel, choice.backend).is_file():
             folder = Path(kernels_dir) / choice.kernel
             have = sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if p.stem != "spec")
