@@ -1,0 +1,73 @@
+"""Issue 31's flash attention in the tile DSLs (kernels/flash_attention/cutile.py and gluon.py), built on this CPU
+host for devices no host has: in a real nox cell that layers cuda-tile and tileiras over this test environment
+(Triton 3.9 carries Gluon), an sm_90 and an sm_100 cubin each, the arch read from the binary; Gluon's ragged and
+non-causal paths and its Hopper `wgmma` variant compile too; what the kernels do not cover is refused with the
+reason. Their numerics need a GPU: neither DSL has a CPU mode, so no row here is `ok`."""
+import json
+import re
+
+import pytest
+
+from opmatrix import paths
+from opmatrix.incell import plugins
+from opmatrix.incell.plugins import Unsupported
+from tests.test_contestants_cells import by_key, run_layered
+from tests.test_contestants_kit import B200, CPU, H200, MI300X
+
+
+def _impl(backend: str):
+    return plugins.load_impl(paths.BUILTIN_KERNELS, "flash_attention", backend)
+
+
+WORKLOADS = plugins.load_spec(paths.BUILTIN_KERNELS, "flash_attention").WORKLOADS
+
+
+@pytest.mark.integration
+def test_cutile_and_gluon_flash_attention_become_hopper_and_blackwell_cubins_in_a_cell(tmp_path):
+    df = run_layered(tmp_path, "tile-attention", ["h200", "b200"],
+                     ["cuda-tile==1.7.0", "nvidia-cuda-tileiras==13.5.37"],
+                     {"flash_attention": (["cutile", "gluon"], {"nvidia": "b8_h32_s4096_d128_causal"},
+                                          {"nvidia": "bfloat16"})})
+    rows = by_key(df)
+    for device, arch, mma in (("h200", "sm_90", "wgmma"), ("b200", "sm_100", "tcgen05")):
+        tile = rows[("flash_attention", "cutile", device, "default")]
+        assert tile.status == "compiles" and f"{arch} cubin by tileiras using {mma}" in tile.error, tile.error
+        config = json.loads(tile.config)
+        assert config["cubin_bytes"] > 0 and config["registers"] > 0 and tile.backend_version == "1.7.0"
+        gluon = rows[("flash_attention", "gluon", device, "default")]
+        assert gluon.status == "compiles" and f": {arch} cubin, " in gluon.error, gluon.error
+        assert int(re.search(r"\((\d+) bytes\)", gluon.error).group(1)) > 0 and "registers" in gluon.error
+        assert gluon.backend_version == "3.9.0"
+    hopper = rows[("flash_attention", "gluon", "h200", "wgmma")]
+    assert hopper.status == "compiles" and ": sm_90 cubin using wgmma, " in hopper.error, hopper.error
+    blackwell = rows[("flash_attention", "gluon", "b200", "wgmma")]
+    assert blackwell.status == "unsupported" and "sm_90 only" in blackwell.error, blackwell.error
+
+
+@pytest.mark.integration
+def test_gluon_flash_attention_compiles_its_ragged_and_non_causal_paths():
+    gluon = _impl("gluon")
+    for name in ("b1_h2_s127_d64_causal", "b1_h32_s8192_d128"):
+        for device, variant, arch in ((H200, "default", "sm_90 cubin"), (B200, "default", "sm_100 cubin"),
+                                      (H200, "wgmma", "sm_90 cubin using wgmma")):
+            built = gluon.compile_for(WORKLOADS[name], "float16", device, variant)
+            assert built.status == "compiles" and built.what.startswith(arch), built.what  # no registers: cached
+            assert built.config["EVEN"] == (name == "b1_h32_s8192_d128")  # 127 rows: masked loads and stores
+
+
+def test_the_tile_dsl_flash_attentions_refuse_what_they_do_not_cover():
+    causal = WORKLOADS["b8_h32_s4096_d128_causal"]
+    wide = dict(causal, head_dim=256)
+    gluon, tile = _impl("gluon"), _impl("cutile")
+    with pytest.raises(Unsupported, match="tf32"):
+        gluon.compile_for(causal, "float32", H200, "default")
+    with pytest.raises(Unsupported, match="MFMA"):
+        gluon.compile_for(causal, "bfloat16", MI300X, "default")
+    with pytest.raises(Unsupported, match="sm_90 only"):
+        gluon.compile_for(causal, "bfloat16", B200, "wgmma")
+    with pytest.raises(Unsupported, match="head_dim 256"):
+        gluon.compile_for(wide, "bfloat16", B200, "default")
+    with pytest.raises(Unsupported, match="head_dim 256"):
+        tile.compile_for(wide, "bfloat16", H200, "default")  # refused before cuda.tile is imported
+    assert "no CPU mode" in plugins.load_backend(paths.BUILTIN_BACKENDS, "gluon").covers(CPU)
+    assert "NVIDIA GPUs only" in plugins.load_backend(paths.BUILTIN_BACKENDS, "cutile").covers(CPU)
