@@ -8,13 +8,15 @@ exclude is refused with the allowed names instead of becoming a KeyError mid-run
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
+from opmatrix import matrix_workloads
 from opmatrix.incell import plugins
 from opmatrix.incell.plugins import PluginError
 from opmatrix.matrix import Exclude, Matrix, Problem, fail
-from opmatrix.matrix_checks import unknown
+from opmatrix.matrix_checks import NO_VALUE, unknown
 
 # The dtypes of a spec that declares neither DTYPES nor a TOLERANCE table (test probes): torch's float types.
 GENERIC_DTYPES = ("float16", "bfloat16", "float32", "float64")
@@ -27,6 +29,7 @@ class KernelInfo:
     workloads: tuple[str, ...]  # in the spec's order
     dtypes: tuple[str, ...]
     declared: bool  # False: the spec declares no dtypes; `dtypes` is GENERIC_DTYPES
+    module: ModuleType | None = field(default=None, compare=False, repr=False)  # the loaded spec.py
 
 
 class Catalog:
@@ -76,7 +79,10 @@ class Catalog:
                 continue
             dtypes = (f"dtype {info.spec} declares" if info.declared
                       else f"generic dtype ({info.spec} declares no DTYPES)")
-            for table, allowed, what in (("workloads", info.workloads, f"workload {info.spec} defines"),
+            defined = tuple(matrix.workload.get(entry.name, {}))
+            workloads = f"workload {info.spec} defines" + (f", or [workload.{entry.name}.<name>] of the matrix "
+                                                           "(workloads_from)" if defined else "")
+            for table, allowed, what in (("workloads", info.workloads + defined, workloads),
                                          ("dtypes", info.dtypes, dtypes)):
                 out += [unknown(f"kernel[{i}].{table}.{vendor}[{j}]", name, allowed, what)
                         for vendor, names in getattr(entry, table).items()
@@ -84,6 +90,29 @@ class Catalog:
         for i, ex in enumerate(matrix.exclude):
             if ex.variant is not None:
                 out += self._variant_problems(matrix, f"exclude[{i}].variant", ex, set(backends))
+        return out + self._defined_problems(matrix)
+
+    def _defined_problems(self, matrix: Matrix) -> list[Problem]:
+        """The workloads the matrix defines by their parameters (opmatrix.matrix_workloads), against their
+        kernels' specs: a kernel that exists, a name the spec does not use, the spec's parameters."""
+        out = []
+        for kernel, names in matrix.workload.items():
+            key = f"workload.{kernel}{_where(matrix, kernel, names)}"
+            if kernel not in self.kernels():
+                out.append(unknown(key, kernel, self.kernels(), f"kernel in {self.registry.searched('kernel')}"))
+                continue
+            try:
+                info = self.kernel(kernel)
+            except PluginError as exc:
+                out.append(Problem(key, NO_VALUE, str(exc)))
+                continue
+            for name, params in names.items():
+                key = f"workload.{kernel}.{name}{_where(matrix, kernel, [name])}"
+                if name in info.workloads:
+                    out.append(Problem(key, NO_VALUE, f"{info.spec} defines a workload of that name; give this one "
+                                       "another name"))
+                elif (why := matrix_workloads.problem(info.module, params)) is not None:
+                    out.append(Problem(key, NO_VALUE, f"not a workload of {info.spec}: {why}"))
         return out
 
     def _variant_problems(self, matrix: Matrix, key: str, ex: Exclude, backends: set[str]) -> list[Problem]:
@@ -105,6 +134,12 @@ def check(matrix: Matrix, catalog: Catalog | None = None) -> Catalog:
     if problems:
         raise fail(matrix.source, problems)
     return catalog
+
+
+def _where(matrix: Matrix, kernel: str, names) -> str:
+    """' (in FILE)' for defined workloads a workloads_from file holds; '' for the matrix file's own tables."""
+    files = sorted({matrix.workload_origin(kernel, n) for n in names} - {Path(matrix.source).name})
+    return f" (in {', '.join(files)})" if files else ""
 
 
 def _missing_folders(matrix: Matrix) -> list[Problem]:
@@ -153,4 +188,5 @@ def _read_spec(kernels_dir: Path, name: str) -> KernelInfo:
     if declared is not None and (isinstance(declared, str) or not declared
                                  or not all(isinstance(d, str) for d in declared)):
         raise PluginError(f"{path}: DTYPES must be a non-empty tuple of dtype names, got {declared!r}")
-    return KernelInfo(name, path, tuple(spec.WORKLOADS), tuple(declared or GENERIC_DTYPES), declared is not None)
+    return KernelInfo(name, path, tuple(spec.WORKLOADS), tuple(declared or GENERIC_DTYPES), declared is not None,
+                      spec)

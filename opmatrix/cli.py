@@ -239,7 +239,7 @@ def _cmd_plan(args) -> int:
     matrix = load_matrix(paths.matrix_file(args.matrix))
     plan.check_plugins(matrix)
     rivals = {p.rival.cell.id: p.cell.id for p in plan.cell_plans(matrix, "plan", paths.SCRATCH) if p.rival}
-    cells = [{"cell": c.id, "session": c.session, "jobs": [vars(j) for j in plan.plan_jobs(matrix, c)],
+    cells = [{"cell": c.id, "session": c.session, "jobs": [_plan_job(matrix, j) for j in plan.plan_jobs(matrix, c)],
               "timed_with": rivals.get(c.id, "")} for c in plan.plan_cells(matrix)]
     if args.json:
         json.dump(cells, sys.stdout, indent=1)
@@ -250,7 +250,17 @@ def _cmd_plan(args) -> int:
             print(f"{c['cell']:<32} {len(c['jobs']):>4} jobs   nox session {c['session']}{paired}")
         for line in plan.plugin_lines(matrix):  # plugins not shipped with opmatrix, and the project's overrides
             print(line)
+        for line in plan.workload_lines(matrix):  # workloads defined by their parameters, and their files
+            print(line)
     return 0
+
+
+def _plan_job(matrix, job) -> dict:
+    """A job of `opmatrix plan --json`; one of a workload the matrix defines says its parameters and their file."""
+    out = {k: v for k, v in vars(job).items() if k != "params"}
+    if job.params:
+        out.update(params=dict(job.params), workload_from=matrix.workload_origin(job.kernel, job.workload))
+    return out
 
 
 def _cmd_hosts(args) -> int:

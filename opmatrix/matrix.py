@@ -16,18 +16,17 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError,
+                      field_validator, model_validator)
 
 from opmatrix import matrix_checks as checks
-from opmatrix import paths
+from opmatrix import matrix_workloads, paths
 from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP, Settings
 from opmatrix.incell.plugins import Registry, discover
-from opmatrix.matrix_checks import EXCLUDE_KEYS, NO_VALUE, Problem  # noqa: F401 (re-exported)
+from opmatrix.matrix_checks import EXCLUDE_KEYS, IDENT, NO_VALUE, Problem  # noqa: F401 (re-exported)
 
 Vendor = Literal["nvidia", "amd", "cpu"]
 VENDORS = ("nvidia", "amd", "cpu")
-IDENT = r"^[a-z0-9][a-z0-9_.-]*$"
 BACKEND = r"^[a-z0-9][a-z0-9_-]*$"  # a file name under backends/: no dots, no slashes
 ARCH = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$"  # sm_90, gfx942:sramecc+:xnack-, x86_64, auto
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -38,9 +37,9 @@ class MatrixError(Exception):
     """A matrix file is missing, unreadable or invalid. The message says where and how to fix it."""
 
 
-def fail(source: str | Path, problems: list[Problem]) -> MatrixError:
+def fail(source: str | Path, problems: list[Problem], what: str = "the matrix file") -> MatrixError:
     """The MatrixError listing every problem, one per line."""
-    lines = [f"{source}: {len(problems)} problem(s) in the matrix file"]
+    lines = [f"{source}: {len(problems)} problem(s) in {what}"]
     for p in problems:
         shown = "" if p.value is NO_VALUE else f" = {_short(p.value)}"
         lines.append(f"  {p.key}{shown}: {p.message}")
@@ -120,7 +119,8 @@ class Toolchain(_Model):
 class KernelEntry(_Model):
     name: str = Field(pattern=IDENT, description="a kernel folder <name>/ (the project's kernels/, a package's or "
                       "built in)")
-    workloads: dict[Vendor, list[str]] = Field(description="per device vendor, names from the spec's WORKLOADS")
+    workloads: dict[Vendor, list[str]] = Field(description="per device vendor, names from the spec's WORKLOADS or "
+                                               "the matrix's [workload.<kernel>] tables")
     dtypes: dict[Vendor, list[str]] = Field(description="per device vendor, the dtypes to run")
     backends: list[Backend] | None = Field(None, description="this kernel's backends (default: the matrix's)")
     timeout_s: float | None = Field(None, **SECONDS, description="this kernel's per-job limit (default: "
@@ -243,8 +243,17 @@ class Matrix(_Model):
     exclude: list[Exclude] = []
     compare: list[Compare] = []
     compare_hosts: list[CompareHosts] = Field([], description="driver canaries: a device's hosts against another's")
+    workloads_from: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] = Field(
+        [], description="workloads files (a path, or a list of paths, relative to this file) whose "
+        "[workload.<kernel>.<name>] tables are merged into this file's: `opmatrix profile` writes "
+        "reports/<run-id>/workloads.toml, the shapes the model called each kernel with")
+    workload: dict[str, dict[str, dict[str, int | float | bool | str]]] = Field(
+        {}, description="workloads this file defines by their parameters, [workload.<kernel>.<name>] with the "
+        "parameters the kernel spec's WORKLOADS take (checked against the spec); a [[kernel]] names them in its "
+        "workloads like the spec's own")
     source: str = ""  # the file it was read from; set by load_matrix
     _registry: Registry | None = PrivateAttr(None)  # plugins(), found once
+    _workload_origins: dict[tuple[str, str], str] = PrivateAttr(default_factory=dict)  # set by load_matrix
 
     def problems(self) -> list[Problem]:
         """What the schema cannot see: repeated names and references to names this file does not define."""
@@ -252,6 +261,14 @@ class Matrix(_Model):
 
     def devices(self) -> dict[str, Device]:
         return {d.id: d for d in self.device}
+
+    def defined_params(self, kernel: str, workload: str) -> dict | None:
+        """The parameters of a workload this file (or a workloads_from file) defines; None: the spec's own."""
+        return self.workload.get(kernel, {}).get(workload)
+
+    def workload_origin(self, kernel: str, workload: str) -> str:
+        """Where a defined workload comes from: the workloads_from file as named, or the matrix file's name."""
+        return self._workload_origins.get((kernel, workload), Path(self.source).name)
 
     def kernels_dir(self) -> Path:
         return self._dir(self.run.kernels_dir, paths.KERNELS, paths.BUILTIN_KERNELS)
@@ -299,12 +316,17 @@ def load_matrix(path: str | Path) -> Matrix:
     data.setdefault("name", re.sub(r"[^a-z0-9_.-]", "-", path.stem.lower()))
     data["source"] = str(path.resolve())
     try:
+        origins = matrix_workloads.include(data, path)
+    except matrix_workloads.FragmentError as exc:
+        raise fail(exc.source, exc.problems, exc.what) from None
+    try:
         matrix = Matrix.model_validate(data)
     except ValidationError as exc:
         raise fail(path, [_problem(err) for err in exc.errors()]) from None
     problems = matrix.problems()
     if problems:
         raise fail(path, problems)
+    matrix._workload_origins = origins
     return matrix
 
 

@@ -82,8 +82,9 @@ def plan_jobs(matrix: Matrix, cell: CellSpec) -> list[JobSpec]:
                                       backend=backend, workload=workload, dtype=dtype, variant=variant)
                         if any(ex.matches(**values) for ex in matrix.exclude):
                             continue
+                        params = matrix.defined_params(entry.name, workload) or {}
                         jobs.append(JobSpec(entry.name, workload, dtype, backend, variant,
-                                            entry.timeout_s or matrix.run.timeout_s))
+                                            entry.timeout_s or matrix.run.timeout_s, params=tuple(params.items())))
     return jobs
 
 
@@ -126,6 +127,19 @@ def plugin_lines(matrix: Matrix) -> list[str]:
     project's own, an installed package's), and what the project's own overrides."""
     names = ([k.name for k in matrix.kernel], [b for k in matrix.kernel for b in (k.backends or matrix.backends)])
     return matrix.plugins().origins(*names)
+
+
+def workload_lines(matrix: Matrix) -> list[str]:
+    """What `opmatrix plan` says of the workloads the matrix defines by their parameters: each one, and where it
+    comes from (a workloads_from file, or the matrix file)."""
+    named = {(k.name, w) for k in matrix.kernel for names in k.workloads.values() for w in names}
+    lines = []
+    for kernel, names in matrix.workload.items():
+        for name, params in names.items():
+            unused = "" if (kernel, name) in named else "  (no [[kernel]] names it)"
+            lines.append(f"  {kernel} {name}: {' '.join(f'{k}={v}' for k, v in params.items())}   from "
+                         f"{matrix.workload_origin(kernel, name)}{unused}")
+    return ["workloads the matrix defines:", *lines] if lines else []
 
 
 def check_plugins(matrix: Matrix) -> None:

@@ -19,8 +19,8 @@ from opmatrix import paths
 LAYERS = (
     ("core", {"core", "paths", "interrupts"}),
     ("in-cell", {"incell", "kit", "builtin"}),
-    ("driver", {"", "matrix_checks", "matrix", "catalog", "plan", "manifest", "store", "cellenv", "scheduling",
-                "mdtable", "sites"}),
+    ("driver", {"", "matrix_checks", "matrix_workloads", "matrix", "catalog", "plan", "manifest", "store", "cellenv",
+                "scheduling", "mdtable", "sites"}),
     ("decide", {"decide"}),
     ("upgrade", {"upgrade"}),
     ("report", {"report", "progress"}),

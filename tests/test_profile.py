@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from opmatrix.cli import UsageError, _subcommand  # noqa: E402
-from opmatrix.profile import ops, profiler, targets  # noqa: E402
+from opmatrix.profile import ops, profiler, targets, workloads  # noqa: E402
 from opmatrix.profile.cli import JSON, MARKDOWN, TRACE, add_profile_parser  # noqa: E402
 
 LLAMA = "opmatrix.profile.targets:llama_step"
@@ -129,6 +129,53 @@ def test_files_exist_and_parse(llama_run):
     assert "agrees with key_averages within" in md and "| gemm_relu |" in md
     assert data["cross_check"]["agrees"] and data["target"] == f"{LLAMA} --preset tiny"
     assert set(data["groups"][0]["gains"]) == {"1.1x", "1.5x", "2x", "inf"}
+
+
+def test_workloads_toml_holds_the_rope_rmsnorm_swiglu_shapes_the_tiny_llama_called(llama_run):
+    """The tiny preset: hidden 64, 4 heads (head_dim 16), intermediate 172, batch 2 x sequence 32 (64 tokens), 2
+    layers: a norm before attention and MLP per layer and a final one; one rope and one MLP per layer."""
+    import tomllib
+
+    folder, _ = llama_run
+    text = (folder / workloads.FILE).read_text()
+    assert tomllib.loads(text) == {"workload": {
+        "rmsnorm": {"llama_step_tiny": {"tokens": 64, "hidden": 64}},
+        "rope": {"llama_step_tiny": {"batch": 2, "heads": 4, "kv_heads": 4, "seq": 32, "head_dim": 16}},
+        "swiglu": {"llama_step_tiny": {"tokens": 64, "intermediate": 172}}}}
+    assert "# 5 call(s) in the step, float32, at transformers.models.llama.modeling_llama:LlamaRMSNorm.forward" in text
+    assert "# 2 call(s) in the step, float32" in text and 'workloads_from = "' in text
+    assert "- rope llama_step_tiny: batch=2 heads=4 kv_heads=4 seq=32 head_dim=16" in (folder / MARKDOWN).read_text()
+
+
+def test_observing_leaves_the_models_functions_and_output_as_they_were():
+    from transformers.models.llama import modeling_llama
+
+    from opmatrix import paths
+    from opmatrix.incell import plugins
+
+    step = targets.make_step(targets.load_target(LLAMA), preset="tiny")
+    before = (modeling_llama.apply_rotary_pos_emb, vars(modeling_llama.LlamaRMSNorm)["forward"],
+              vars(modeling_llama.LlamaMLP)["forward"])
+    found = plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, None)
+    calls = []
+    observed = workloads.observe(lambda: calls.append(step()), found)
+    assert [w.kernel for w in observed.workloads] == ["rmsnorm", "rope", "swiglu"] and not observed.unfit
+    assert torch.equal(calls[0], step())  # the observed step computed what the unmodified one does
+    assert (modeling_llama.apply_rotary_pos_emb, vars(modeling_llama.LlamaRMSNorm)["forward"],
+            vars(modeling_llama.LlamaMLP)["forward"]) == before
+    block = targets.make_step(targets.load_target("opmatrix.profile.targets:block_step"), preset="tiny")
+    assert workloads.observe(block, found).workloads == []  # torch.nn.RMSNorm and a plain MLP: no wired site
+
+
+def test_workload_names_are_matrix_names_numbered_where_a_kernel_saw_several_shapes():
+    assert workloads.workload_name("llama_step", "tiny") == "llama_step_tiny"
+    assert workloads.workload_name("My Model!", None) == "my_model"
+    assert workloads.workload_name("_x", None) == "x" and workloads.workload_name("__", None) == "model"
+    observed = workloads.Observed()
+    for shape in ({"tokens": 1, "hidden": 8}, {"tokens": 4, "hidden": 8}, {"tokens": 4, "hidden": 8}):
+        observed.add("rmsnorm", "site", workloads._Seen(shape, "bfloat16"))
+    named = workloads.name_them(observed, "m")
+    assert [(w.name, w.params["tokens"], w.calls) for w in named] == [("m_1", 4, 2), ("m_2", 1, 1)]
 
 
 def test_a_script_target_is_grouped_by_op_name(tmp_path):

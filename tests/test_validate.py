@@ -82,7 +82,7 @@ def test_registry_is_the_profiles_table_and_its_kernels_exist():
     for kernel in registry.swappable():
         assert (paths.BUILTIN_KERNELS / kernel / "spec.py").is_file()
         for site in registry.swap_sites(kernel):
-            owner, name = swap.resolve(site)  # the site exists in the installed transformers
+            owner, name = registry.resolve(site)  # the site exists in the installed transformers
             assert callable(getattr(owner, name))
 
 

@@ -151,7 +151,8 @@ def probe_matrix(m: Matrix, target: Target, package: str | None, good: str, vers
     """The derived matrix (as TOML data) of one probe: `version` against `good` on the target's row. With a
     package, the target's toolchain twice, pinned to each version; without (--toolchains), the two toolchains of
     the matrix named `good` and `version`, as they are."""
-    data = m.model_dump(exclude_defaults=True, exclude={"source", "exclude", "compare"})
+    # workloads_from's files are merged into `workload` already, and their paths are relative to the matrix file
+    data = m.model_dump(exclude_defaults=True, exclude={"source", "exclude", "compare", "workloads_from"})
     data["name"] = f"bisect-{side_name(package or 'toolchains', 'probe')}"
     run = data.setdefault("run", {})
     run.update(kernels_dir=str(m.kernels_dir()), backends_dir=str(m.backends_dir()), compile_only=False)

@@ -136,6 +136,12 @@ class JobSpec:
     variant: str
     timeout_s: float
     rival: bool = False  # a job of the plan's rival cell (the candidate toolchain of a [[compare]])
+    # a workload the matrix defines ([workload.<kernel>.<name>]): its parameters, (name, value) pairs; () for one
+    # of the spec's WORKLOADS, looked up by name in the cell
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", tuple((str(k), v) for k, v in self.params))  # JSON gives lists
 
     @property
     def contest(self) -> tuple[str, str, str]:

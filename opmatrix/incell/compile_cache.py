@@ -54,6 +54,7 @@ def key(plan: CellPlan, job: JobSpec) -> str:
                Path(plan.backends_dir_of(job)) / plugins.module_file(job.backend)]
     parts = [KEY_VERSION, engine_digest(), plan.cell_of(job).env_hash, socket.gethostname(), d.vendor, d.arch, d.name,
              job.kernel, job.workload, job.dtype, job.backend, job.variant, _digest(sources)]
+    parts += [list(p) for p in job.params]  # a workload the matrix defines: its parameters (none: as before)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 

@@ -69,6 +69,8 @@ SPEC = Contract("kernel spec", (
     Hook("make_output", ("workload", "dtype", "device")),
     Hook("reference", ("inputs", "workload")),
     Hook("elementwise_tolerance", ("dtype",), required=False),
+    # a workload a matrix defines by its parameters ([workload.<kernel>.<name>]): ValueError(why) refuses it
+    Hook("check_workload", ("workload",), required=False),
 ), constants=None, required=("WORKLOADS",))
 
 IMPL = Contract("kernel implementation", (

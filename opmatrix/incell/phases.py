@@ -91,7 +91,7 @@ def load_kernel(task: WorkerTask, backend: Backend, result: Result) -> Loaded:
     if not plugins.impl_path(kernels_dir, job.kernel, job.backend).is_file():
         raise JobFailed(status.UNSUPPORTED, f"no implementation: {impl_file} does not exist")
     impl = plugins.load_impl(kernels_dir, job.kernel, job.backend)
-    workload = spec.WORKLOADS[job.workload]
+    workload = dict(job.params) if job.params else spec.WORKLOADS[job.workload]
     result.shape = spec.describe(workload)
     result.flops = float(spec.flops(workload))
     result.min_bytes = float(spec.min_bytes(workload, job.dtype))

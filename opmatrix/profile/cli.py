@@ -1,5 +1,6 @@
-"""`opmatrix profile TARGET`: profile one model step, write reports/<run-id>/ (trace.json, profile.md, profile.json)
-and print the kernel-group table.
+"""`opmatrix profile TARGET`: profile one model step, write reports/<run-id>/ (trace.json, profile.md, profile.json,
+and workloads.toml: the shapes the step called each kernel with, for a matrix's `workloads_from`) and print the
+kernel-group table.
 
 torch (and transformers for llama_step) are imported only when the command runs, so the rest of the command line
 works without them.
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.core.errors import UsageError
-from opmatrix.profile import profiler, targets
+from opmatrix.incell import plugins
+from opmatrix.profile import profiler, targets, workloads
 
 TRACE, MARKDOWN, JSON = "trace.json", "profile.md", "profile.json"
 EXAMPLE = ("  opmatrix profile opmatrix.profile.targets:llama_step --preset tiny\n"
@@ -46,14 +48,16 @@ def cmd_profile(args) -> int:
     step = targets.make_step(target, args.preset, args.device)
     device = targets.step_device(target, step, args.device)
     folder = paths.new_run_folder(Path(args.reports), args.run_id, "profile", target.name, JSON)
+    observed = workloads.observe(step, plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, paths.KERNELS))
+    seen = workloads.name_them(observed, workloads.workload_name(target.name, args.preset))
     profile = profiler.profile_step(step, device, args.steps, args.threshold, trace_path=folder / TRACE,
                                     target=target.spec + (f" --preset {args.preset}" if args.preset else ""),
                                     description=getattr(step, "description", ""))
-    write_reports(folder, profile)
+    write_reports(folder, profile, seen, observed)
     if args.json:
         print(profiler.to_json(profile))
     else:
-        print_terminal(profile, folder)
+        print_terminal(profile, folder, seen, observed)
     return 0
 
 
@@ -70,12 +74,30 @@ def _check_torch(spec: str) -> None:
                          "pip install opmatrix[model] for llama_step's transformers)")
 
 
-def write_reports(folder: Path, profile: profiler.Profile) -> None:
-    (folder / MARKDOWN).write_text(profiler.markdown(profile), encoding="utf-8")
+def write_reports(folder: Path, profile: profiler.Profile, seen: list[workloads.Seen],
+                  observed: workloads.Observed) -> None:
+    lines = workloads.summary(seen, observed) or ["none: the step called no model site a kernel replaces"]
+    (folder / MARKDOWN).write_text(profiler.markdown(profile) + f"\n## Workloads ({workloads.FILE})\n\n"
+                                   + "".join(f"- {line}\n" for line in lines), encoding="utf-8")
     (folder / JSON).write_text(profiler.to_json(profile) + "\n", encoding="utf-8")
+    header = [f"Workloads of `opmatrix profile {profile.target}`:",
+              f"the shapes the step called each kernel with (one observed step; device {profile.device}, torch "
+              f"{profile.torch_version})."]
+    (folder / workloads.FILE).write_text(workloads.fragment(seen, observed, header, _vendor(profile.device)),
+                                         encoding="utf-8")
 
 
-def print_terminal(profile: profiler.Profile, folder: Path, console=None) -> None:
+def _vendor(device: str) -> str:
+    """The matrix vendor of the profiled device, for the example in workloads.toml."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    import torch
+
+    return "amd" if getattr(torch.version, "hip", None) else "nvidia"
+
+
+def print_terminal(profile: profiler.Profile, folder: Path, seen: list[workloads.Seen], observed: workloads.Observed,
+                   console=None) -> None:
     """The kernel-group table of profile.md, as a rich table, and where the files are."""
     from rich.console import Console
     from rich.markup import escape
@@ -94,5 +116,8 @@ def print_terminal(profile: profiler.Profile, folder: Path, console=None) -> Non
         style = "bold" if row[profiler.HEADERS.index("worth it?")] == profiler.WORTH else None
         table.add_row(*map(escape, row), style=style)
     console.print(table)
+    for line in workloads.summary(seen, observed):
+        console.print(escape(f"workload {line}"), highlight=False)
     console.print(escape(f"wrote {folder / MARKDOWN}, {folder / JSON}, {folder / TRACE} (open in "
-                         "chrome://tracing or ui.perfetto.dev)"), highlight=False)
+                         f"chrome://tracing or ui.perfetto.dev), {folder / workloads.FILE} (a matrix's "
+                         "workloads_from)"), highlight=False)

@@ -25,9 +25,11 @@ Stdlib only at import (the profile's tables are read without torch).
 """
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from opmatrix.core.errors import UsageError
 from opmatrix.sites import adapters
 
 LLAMA = "transformers.models.llama.modeling_llama"
@@ -93,9 +95,45 @@ def function_sites() -> tuple[tuple[str, str, str], ...]:
 
 def swap_sites(kernel: str) -> tuple[Site, ...]:
     """The sites a kernel replaces."""
-    return tuple(s for s in SITES if s.kernel == kernel and s.adapter is not None)
+    return tuple(s for s in kernel_sites() if s.kernel == kernel)
 
 
 def swappable() -> tuple[str, ...]:
     """The kernels some site can take, in table order."""
-    return tuple(dict.fromkeys(s.kernel for s in SITES if s.kernel and s.adapter is not None))
+    return tuple(dict.fromkeys(s.kernel for s in kernel_sites()))
+
+
+def kernel_sites() -> tuple[Site, ...]:
+    """The sites a kernel replaces, every kernel's, in table order."""
+    return tuple(s for s in SITES if s.kernel and s.adapter is not None)
+
+
+def resolve(site: Site):
+    """(owner, attribute name) of a site: the module, or the class of a `Class.method` site."""
+    try:
+        owner = importlib.import_module(site.module)
+    except ImportError as exc:
+        raise UsageError(f"registry site {site.function}: cannot import {site.module} ({exc})") from None
+    *path, name = site.attribute.split(".")
+    for part in path:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            raise UsageError(f"registry site {site.function}: {site.module} has no {part}")
+    if name not in vars(owner) and not hasattr(owner, name):
+        raise UsageError(f"registry site {site.function}: {owner.__name__} has no {name}")
+    return owner, name
+
+
+def install(site: Site, make: Callable) -> tuple:
+    """Put make(original) in place of the site's function (validate's swaps, the profile's observers); returns
+    what `restore` takes to put the original back."""
+    owner, name = resolve(site)
+    original = vars(owner)[name] if isinstance(owner, type) else getattr(owner, name)
+    setattr(owner, name, make(original))
+    return owner, name, original
+
+
+def restore(installed: tuple) -> None:
+    """Undo one `install`."""
+    owner, name, original = installed
+    setattr(owner, name, original)

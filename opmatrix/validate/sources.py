@@ -107,11 +107,12 @@ def micro_speedups(folder: Path, choices: list[Choice], model_workloads: dict[st
         rows = df[(df.kernel == c.kernel) & (df.device == device) & (df.backend == c.backend)
                   & (df.variant == c.variant) & (df.dtype == dtype) & df.speedup.notna()]
         workload = model_workloads.get(c.kernel)
-        names = []
+        names, shape = [], None
         if workload is not None:
-            spec = plugins.load_spec(kernel_dir(c.kernel), c.kernel)  # rows name workloads, not shapes
+            spec = plugins.load_spec(kernel_dir(c.kernel), c.kernel)  # rows name workloads, and describe shapes
             names = [n for n, w in spec.WORKLOADS.items() if w == workload]
-        row = next((r for r in rows.itertuples() if r.workload in names), None)
+            shape = spec.describe(workload)  # a workload the run's matrix defined (opmatrix profile's workloads)
+        row = next((r for r in rows.itertuples() if r.workload in names or r.shape == shape), None)
         if eager and c.kernel in eager:
             out[c.kernel] = _against_eager(df, row, eager[c.kernel], c, folder.name, device, dtype, workload)
             continue

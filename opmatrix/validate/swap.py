@@ -8,7 +8,6 @@ same inputs: a swap is active only around the calls that should see it (one timi
 from __future__ import annotations
 
 import contextlib
-import importlib
 import platform
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -145,31 +144,11 @@ class Swap:
 
     def install(self) -> None:
         for site in self.sites:
-            owner, name = resolve(site)
-            original = vars(owner)[name] if isinstance(owner, type) else getattr(owner, name)
-            self.originals.append((owner, name, original))
-            setattr(owner, name, site.adapter(original, self.kernel))
+            self.originals.append(registry.install(site, lambda original, s=site: s.adapter(original, self.kernel)))
 
     def remove(self) -> None:
         while self.originals:
-            owner, name, original = self.originals.pop()
-            setattr(owner, name, original)
-
-
-def resolve(site: registry.Site):
-    """(owner, attribute name) of a site: the module, or the class of a `Class.method` site."""
-    try:
-        owner = importlib.import_module(site.module)
-    except ImportError as exc:
-        raise UsageError(f"registry site {site.function}: cannot import {site.module} ({exc})") from None
-    *path, name = site.attribute.split(".")
-    for part in path:
-        owner = getattr(owner, part, None)
-        if owner is None:
-            raise UsageError(f"registry site {site.function}: {site.module} has no {part}")
-    if name not in vars(owner) and not hasattr(owner, name):
-        raise UsageError(f"registry site {site.function}: {owner.__name__} has no {name}")
-    return owner, name
+            registry.restore(self.originals.pop())
 
 
 def make_swaps(choices: list[Choice], found: plugins.Registry, device: DeviceInfo) -> list[Swap]:

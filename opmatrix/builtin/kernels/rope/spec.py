@@ -44,6 +44,12 @@ def describe(w: dict) -> str:
             f"head_dim={w['head_dim']}")
 
 
+def check_workload(w: dict) -> None:
+    """A workload a matrix defines: rotate-half pairs the two halves of head_dim."""
+    if w["head_dim"] % 2:
+        raise ValueError(f"head_dim = {w['head_dim']}: rotate-half splits head_dim in two halves; it must be even")
+
+
 def _qk_elements(w: dict) -> int:
     return w["batch"] * (w["heads"] + w["kv_heads"]) * w["seq"] * w["head_dim"]
 
