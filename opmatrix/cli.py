@@ -346,7 +346,8 @@ def _run_parser(sub) -> None:
     r.add_argument("--keep-scratch", action="store_true", help="keep the run's whole scratch (.opmatrix/RUN: every "
                    "job's logs and compile caches) instead of pruning it after the session")
     r.add_argument("--rebuild", action="store_true", help="build compile-only jobs again instead of reusing the "
-                   "rows of an earlier run built from the same sources, environment and target")
+                   "rows of an earlier run built from the same sources, environment and target, and start kept "
+                   "build caches ([run] build_cache = \"kept\") empty")
     r.add_argument("--fail-on", default=",".join(status.FAILED), help="exit 1 when a row has one of these "
                    f"statuses (default: {','.join(status.FAILED)})")
 

@@ -214,6 +214,12 @@ class RunSettings(_Model):
                         "many times, each in its own worker with an empty cache, all timed in the same rounds; with "
                         "2 or more a speed-up's interval includes the variation between builds (an autotuner's "
                         "choice, generated code, buffer placement), which the rounds of one build cannot show")
+    build_cache: Literal["cold", "kept"] = Field(
+        RUN_DEFAULTS.build_cache, description="timed jobs' compiler caches: \"cold\" compiles every job from an "
+        "empty cache of its own, so compile_s is a first build's; \"kept\" keeps each job's caches between runs, "
+        "keyed as compile-only rows are (sources, environment, host, target), so an unchanged job compiles warm "
+        "and its row says \"kept from RUN\" (a first look's speed, not a compile-time measurement); "
+        "`opmatrix run --rebuild` starts them cold again")
     kernels_dir: str | None = Field(None, description="the project's kernels folder, relative to the matrix file "
                                     "(default: the nearest kernels/ at or above it); added to the built-in kernels")
     backends_dir: str | None = Field(None, description="the same for backend adapters (backends/)")

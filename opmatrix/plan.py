@@ -7,22 +7,16 @@ import dataclasses
 from pathlib import Path
 
 from opmatrix import catalog, paths
-from opmatrix.core.jobs import (HOST_FACTS, CellPlan, CellSpec, DeviceSpec, JobSpec, RivalCell, Settings,
-                                ToolchainSpec, digest)
+from opmatrix.core.jobs import (CellPlan, CellSpec, DeviceSpec, JobSpec, RivalCell, Settings,
+                                ToolchainSpec)
 from opmatrix.incell import compile_cache, plugins
 from opmatrix.matrix import Matrix
 
 
-LATER_KEYS = (*HOST_FACTS, "host", "find_links")  # keys added after environments were first hashed: left out while unset
-
-
 def env_hash(device: DeviceSpec, toolchain: ToolchainSpec) -> str:
-    """The environment's identity. A device's host-fact ranges (driver, runtime) choose hosts, not packages, and
-    keys added later count only where set, so that the environments of matrices without them keep their hashes."""
-    def fields(record) -> dict:
-        return {k: v for k, v in dataclasses.asdict(record).items() if v is not None or k not in LATER_KEYS}
-
-    return digest({"device": fields(device), "toolchain": fields(toolchain)})
+    """The environment's identity: what installs it (ToolchainSpec.install_digest). A device's name, arch,
+    description and host-fact ranges choose hosts and label rows; none of them changes what is installed."""
+    return toolchain.install_digest(device.vendor)
 
 
 def device_spec(device) -> DeviceSpec:

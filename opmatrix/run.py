@@ -77,7 +77,8 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     resume: continue the run folder `run_id`, running only the jobs it has no row for (or a row to redo).
     deadline_s: start no job after this many seconds; what is left is for a later --resume.
     keep_scratch: leave the run's scratch as it is, instead of pruning it after the session (cellenv.scratch).
-    rebuild: build compile-only jobs again instead of reusing an earlier run's rows (opmatrix.incell.compile_cache).
+    rebuild: build compile-only jobs again instead of reusing an earlier run's rows, and start kept build caches
+    empty (opmatrix.incell.compile_cache).
     Raises Interrupted (after writing the report) when stopped by SIGINT / SIGTERM, DiskFull when the reports
     folder's disk filled (the rows before it kept, no partial row left; the report written if there is room).
     A run writes its rows within a reserve of space it gives back at the end (store.RESERVE), so that run.json and

@@ -8,6 +8,7 @@ import pytest
 
 from opmatrix import plan
 from opmatrix.core import status
+from opmatrix.core.jobs import Mode
 from opmatrix.core.result import Result
 from opmatrix.incell import compile_cache
 from opmatrix.matrix import load_matrix
@@ -162,3 +163,112 @@ def test_a_timed_cell_reuses_only_its_unsupported_rows(project):
     kept = []
     list(compile_cache.through(again.replace(partners=(partner,)), lambda rest: kept.append(rest.partners) or ()))
     assert kept == [(partner,)]  # a resumed job's timing partners stay with it
+
+
+WARMABLE = """
+import os
+from pathlib import Path
+from opmatrix.kit import Built
+def build(workload, dtype, device, variant):
+    cache = Path(os.environ["PROBE_CACHE"])
+    found = (cache / "compiled").is_file()  # what a compiler's cache hit is: an earlier build's output
+    (cache / "compiled").write_text("object code")
+    def fn(x, out):
+        out.copy_(x * 2)
+    return Built(fn, {"found": found})
+"""
+WARMABLE_ADAPTER = """
+def available():
+    import torch
+    return torch.__version__
+def environment(device, cache_dir):
+    return {"PROBE_CACHE": str(cache_dir)}
+"""
+TIMED_MATRIX = """
+name = "kept"
+backends = ["torch", "warm"]
+[run]
+kernels_dir = "kernels"
+backends_dir = "backends"
+build_cache = "kept"
+[[device]]
+id = "cpu"
+vendor = "cpu"
+arch = "auto"
+[[toolchain]]
+name = "host"
+system = true
+[[kernel]]
+name = "probe"
+workloads = { cpu = ["quick"] }
+dtypes = { cpu = ["float32"] }
+"""
+TORCH = """
+def build(workload, dtype, device, variant):
+    def fn(x, out):
+        out.copy_(x + x)
+    return fn
+"""
+
+
+@pytest.fixture
+def kept_project(tmp_path):
+    plugin_root(tmp_path, {"torch": TORCH, "warm": WARMABLE}, {"warm": WARMABLE_ADAPTER})
+    (tmp_path / "m.toml").write_text(TIMED_MATRIX)
+    return tmp_path
+
+
+def timed_plan(root, run_id, **settings):
+    p, = plan.cell_plans(load_matrix(root / "m.toml"), run_id, root / "scratch")
+    return p.replace(settings=dataclasses.replace(p.settings, **settings))
+
+
+def test_kept_build_caches_are_settled_by_the_jobs_row(kept_project):
+    first = timed_plan(kept_project, "r1")
+    job = next(j for j in first.jobs if j.backend == "warm")
+    kept = compile_cache.kept_build(first, job)
+    assert kept.built_by == "" and kept.folder.is_dir() and kept.folder.name == compile_cache.key(first, job)
+    (kept.folder / "object").write_text("code")
+    row = Result(**first.identity(job), status=status.OK, compile_cache="cold")
+    assert kept.settle(row, "r1").compile_cache == "cold"  # filled by this run: a first build's compile time
+    again = compile_cache.kept_build(timed_plan(kept_project, "r2"), job)
+    assert again.built_by == "r1" and (again.folder / "object").is_file()
+    assert again.settle(row, "r2").compile_cache == "kept from r1"
+    failed = dataclasses.replace(row, status=status.MISMATCH)
+    assert compile_cache.kept_build(timed_plan(kept_project, "r3"), job).settle(failed, "r3") is failed
+    assert not again.folder.exists()  # a job that failed leaves no caches behind
+    fourth = compile_cache.kept_build(timed_plan(kept_project, "r4"), job)
+    assert fourth.built_by == "" and list(fourth.folder.iterdir()) == []
+
+
+def test_rebuild_empties_kept_caches_and_cold_or_compile_only_plans_keep_none(kept_project):
+    first = timed_plan(kept_project, "r1")
+    job = next(j for j in first.jobs if j.backend == "warm")
+    kept = compile_cache.kept_build(first, job)
+    kept.settle(Result(**first.identity(job), status=status.OK), "r1")
+    forced = compile_cache.kept_build(timed_plan(kept_project, "r2").replace(rebuild=True), job)
+    assert forced.built_by == "" and list(forced.folder.iterdir()) == []
+    assert compile_cache.kept_build(timed_plan(kept_project, "r3", build_cache="cold"), job) is None
+    assert compile_cache.kept_build(timed_plan(kept_project, "r4").replace(mode=Mode.COMPILE), job) is None
+
+
+@pytest.mark.integration
+def test_a_timed_job_compiles_warm_from_its_kept_caches_and_its_row_says_so(kept_project):
+    import json
+
+    import pandas as pd
+
+    from opmatrix.run import run
+    from opmatrix.scheduling.local import LocalScheduler
+
+    def row(run_id, **kw):
+        folder = run(kept_project / "m.toml", reports_dir=kept_project / "reports", run_id=run_id,
+                     scratch_root=kept_project / "scratch", scheduler=LocalScheduler(), **kw)
+        rows = pd.read_parquet(folder / "results.parquet")
+        warm = rows[rows.backend == "warm"].iloc[0]
+        assert warm.status == "ok", warm.error
+        return warm.compile_cache, json.loads(warm.config)["found"]
+    assert row("r1") == ("cold", False)
+    assert row("r2") == ("kept from r1", True)  # the worker found the first run's build output
+    assert row("r3", rebuild=True) == ("cold", False)
+    assert row("r4") == ("kept from r3", True)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from opmatrix import plan as plan_mod
-from opmatrix.core.jobs import ToolchainSpec, digest
+from opmatrix.core.jobs import ToolchainSpec
 from opmatrix.matrix import MatrixError, load_matrix
 from opmatrix.scheduling import fleet, hosts, resources
 from opmatrix.scheduling.hosts import HostDevice
@@ -96,15 +96,19 @@ def test_two_devices_of_one_gpu_model_each_claim_only_hosts_in_their_ranges(matr
     assert hosts.resolve(matrix.device, [UNKNOWN]) == {}  # a host that reported no driver is no device with a range
 
 
-def test_a_device_without_ranges_keeps_its_environment_hash(matrix):
-    """Host facts choose hosts, not packages: a matrix that sets none plans the environments it planned before."""
+def test_the_environment_hash_is_what_installs_it(matrix):
+    """Host facts choose hosts, not packages; a device's name, arch and description label rows; which devices a
+    toolchain serves chooses cells: none of them changes the environment. Its packages, index, Python and
+    variables do."""
     device = plan_mod.device_spec(matrix.devices()["cpu"])
     toolchain = ToolchainSpec(name="host", system=True)
-    def before(record, added) -> dict:  # the record as it was hashed before the keys were added
-        return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in added}
-
-    assert plan_mod.env_hash(device, toolchain) == digest({"device": before(device, ("driver", "runtime", "host")),
-                                                           "toolchain": before(toolchain, ("find_links",))})
+    same = plan_mod.env_hash(device, toolchain)
+    relabelled = dataclasses.replace(device, name="Another CPU", description="renamed", driver=">=1", host="vm.*")
+    assert plan_mod.env_hash(relabelled, dataclasses.replace(toolchain, name="other", devices=("cpu",))) == same
+    for changed in ({"packages": ("torch==2.12.0",)}, {"python": "3.12"}, {"env": {"X": "1"}},
+                    {"index": {"cpu": "https://example.invalid/simple"}}, {"system": False}):
+        assert plan_mod.env_hash(device, dataclasses.replace(toolchain, **changed)) != same, changed
+    assert plan_mod.env_hash(device, dataclasses.replace(toolchain, index={"amd": "https://x.invalid"})) == same
     canary = plan_mod.device_spec(matrix.devices()["h200-canary"])
     assert "driver >=590,<600, runtime 13.*" in canary.describe()  # what a no_host row says it wanted
 

@@ -84,6 +84,15 @@ class ToolchainSpec:
     env: dict[str, str] = field(default_factory=dict)
     find_links: str | None = None  # a local folder of wheels (pip --find-links)
 
+    def install_digest(self, vendor: str) -> str:
+        """The identity of the environment this toolchain makes for a vendor's devices: what installs it (Python,
+        installer, packages, that vendor's index, local wheels) and the variables its cells run with. Not its name,
+        the devices it serves, nor anything of a device but its vendor: editing those rebuilds nothing."""
+        return digest({"vendor": vendor, "index": self.index.get(vendor),
+                       **{name: getattr(self, name) for name in INSTALL_FIELDS}})
+
+
+INSTALL_FIELDS = ("python", "system", "installer", "packages", "env", "find_links")  # ToolchainSpec.install_digest
 
 DEFAULT_BASELINE = "torch"  # [acceptance] baseline: the framework path; the one place this default is written
 DEFAULT_MIN_SPEEDUP = 1.05  # [acceptance] min_speedup: the gain a contestant must show; the one place it is written
@@ -108,6 +117,7 @@ class Settings:
     burst_calls: int = 0  # a burst lasts at least this many calls (of the contestant's last round median)
     noise_target: float = 0  # extra rounds while the A/A interval's half-width is above this fraction (0: off)
     builds: int = 1  # independent builds of every contestant but the baseline, timed in the same rounds
+    build_cache: str = "cold"  # "cold": each job compiles from an empty cache; "kept": its caches kept between runs
     baseline: str = DEFAULT_BASELINE  # acceptance.baseline: in every round, with its A/A twin
     min_speedup: float = DEFAULT_MIN_SPEEDUP  # acceptance.min_speedup: more rounds while an interval straddles it
 
@@ -209,7 +219,7 @@ class CellPlan:
         what is built for a device no host has does not depend on which device it is."""
         if self.mode is Mode.COMPILE:
             tc = self.cell.toolchain
-            return f"compile-{self.cell.device.vendor}-{tc.name}-{digest(tc, self.cell.device.vendor)[:10]}"
+            return f"compile-{self.cell.device.vendor}-{tc.name}-{tc.install_digest(self.cell.device.vendor)[:10]}"
         return self.cell.session
 
     def cell_of(self, job: JobSpec) -> CellSpec:

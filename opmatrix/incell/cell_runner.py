@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import json
 import os
 import shutil
@@ -146,6 +147,7 @@ class CellRunner:
         self.on_stage = on_stage or (lambda group, phase: None)  # a group's phase: build, then timing
         self.scratch = Path(plan.scratch_dir)
         self.scratch.mkdir(parents=True, exist_ok=True)
+        self.kept: dict[JobKey, compile_cache.KeptBuild] = {}  # jobs building into kept caches, until their row
         # first: the probe below and every worker are forked from it (one import of the framework per cell)
         self.forks = ForkServer.start(str(self.scratch), self.scratch / "forkserver.log")
         d = plan.cell.device
@@ -296,17 +298,23 @@ class CellRunner:
         return folder
 
     def _start(self, job: JobSpec, suffix: str = "") -> Contestant | Result:
-        """Start the job's worker and wait until it is ready to time, or ended with its row."""
+        """Start the job's worker and wait until it is ready to time, or ended with its row. The job itself (not
+        its A/A twin or further builds, which build cold) compiles into its kept caches under build_cache = "kept"."""
         folder = self.job_folder(job, suffix)
+        kept = None if suffix else compile_cache.kept_build(self.plan, job)
+        if kept is not None:
+            self.kept[self.plan.key(job)] = kept
+        finish = functools.partial(self._finish, own=not suffix)
         task = WorkerTask(job=job, mode=self.plan.mode, device=self.device, kernels_dir=self.plan.kernels_dir_of(job),
                           backends_dir=self.plan.backends_dir_of(job), settings=self.plan.settings,
                           attempt=uuid.uuid4().hex)
         started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         try:
             backend = plugins.load_backend(Path(task.backends_dir), job.backend)
-            env = dict(self.rival_env if job.rival else os.environ, **backend.environment(self.device, folder / "cache"))
+            cache = kept.folder if kept is not None else folder / "cache"
+            env = dict(self.rival_env if job.rival else os.environ, **backend.environment(self.device, cache))
         except Exception as exc:
-            return self._finish(job, Result(status=status.ENV_ERROR, phase="load",
+            return finish(job, Result(status=status.ENV_ERROR, phase="load",
                                             error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
                                 started_at, 0.0)
         server = (Server(task, folder, env, self.plan.rival.python) if job.rival  # another environment's Python
@@ -318,9 +326,9 @@ class CellRunner:
         try:
             ready = server.wait_ready(job.timeout_s, waiting)
         except ServerGone as gone:
-            return self._finish(job, self._failed(server, gone), started_at, server.elapsed())
+            return finish(job, self._failed(server, gone), started_at, server.elapsed())
         if not ready:
-            return self._finish(job, self._ended(server), started_at, server.elapsed())
+            return finish(job, self._ended(server), started_at, server.elapsed())
         return Contestant(job, server, started_at=started_at)
 
     def _start_twin(self, job: JobSpec) -> Contestant | None:
@@ -392,8 +400,12 @@ class CellRunner:
                   + "; ".join(ended), file=sys.stderr, flush=True)
         return ended
 
-    def _finish(self, job: JobSpec, result: Result, started: str, elapsed: float) -> Result:
-        """Stamp the row with the job's identity and the cell's facts, then derive its metrics."""
+    def _finish(self, job: JobSpec, result: Result, started: str, elapsed: float, own: bool = True) -> Result:
+        """Stamp the row with the job's identity and the cell's facts, then derive its metrics. `own`: the job's
+        own row (not that of its A/A twin or a further build), which settles its kept caches."""
+        kept = self.kept.pop(self.plan.key(job), None) if own else None
+        if kept is not None:
+            result = kept.settle(result, self.plan.run_id)
         facts = {key: str((self.rival_facts if job.rival else self.facts).get(key, "")) for key in FACT_FIELDS}
         identity = dict(self.plan.identity(job), arch=self.device.arch)  # 'auto' resolved on this host
         stamped = dataclasses.replace(result, **identity, **facts, started_at=started, duration_s=elapsed,

@@ -17,6 +17,11 @@ A reused row says so: `compile_cache` is "cached from RUN" and its reason ends "
 that built it); `duration_s` is 0, nothing ran. Failed builds are never kept (they may be the host's passing
 trouble). `opmatrix run --rebuild` builds everything again (and keeps the new results). The cache is one JSON file
 per key under the scratch (`.opmatrix/compile-cache/`), written atomically. Stdlib only: the cell runner uses it.
+
+Timed jobs are built every run. With `[run] build_cache = "kept"` a timed job's compiler caches (the folder its
+backend's `environment(device, cache_dir)` points them at) are kept between runs under the same key
+(`.opmatrix/build-cache/<key>/`): an unchanged job compiles warm, and its row's `compile_cache` says "kept from
+RUN" (the run that filled it). A job that fails loses its folder; `--rebuild` empties it first.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import socket
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -36,6 +42,8 @@ from opmatrix.core.result import Result, RowError
 from opmatrix.incell import plugins
 
 FOLDER = "compile-cache"  # under the scratch root
+BUILD_FOLDER = "build-cache"  # beside it: timed jobs' kept compiler caches ([run] build_cache = "kept")
+BUILT_BY = "built-by"  # in a kept folder: the id of the run whose job filled it, written once that job passed
 CACHEABLE = {Mode.COMPILE: (*status.BUILD_ONLY, status.UNSUPPORTED), Mode.RUN: (status.UNSUPPORTED,)}
 KEY_VERSION = 1  # raise when what a key covers changes
 ENGINE_PARTS = ("kit",)  # the part of opmatrix implementations build with
@@ -113,6 +121,41 @@ def through(plan: CellPlan, run: Callable[[CellPlan], Iterator[Result]]) -> Iter
     for row in run(rest):
         remember(rest, row)
         yield row
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptBuild:
+    """A timed job's compiler-cache folder kept between runs, and the run that filled it ("": none yet)."""
+
+    folder: Path
+    built_by: str
+
+    def settle(self, row: Result, run_id: str) -> Result:
+        """The job's row once it ended: one that passed says which run's caches it compiled from, or leaves its
+        caches for the next run; one that failed leaves nothing (its caches may be the failure)."""
+        if row.status != status.OK:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            return row
+        if self.built_by:
+            return dataclasses.replace(row, compile_cache=f"kept from {self.built_by}")
+        (self.folder / BUILT_BY).write_text(run_id)
+        return row
+
+
+def kept_build(plan: CellPlan, job: JobSpec) -> KeptBuild | None:
+    """The kept cache folder of a timed job under `[run] build_cache = "kept"`, created (emptied first on
+    `--rebuild`); None when the plan keeps none: cold builds, compile-only, a [[compare]], no cache folder."""
+    if plan.settings.build_cache != "kept" or plan.mode is not Mode.RUN or not plan.compile_cache or plan.rival:
+        return None
+    folder = Path(plan.compile_cache).parent / BUILD_FOLDER / key(plan, job)
+    if plan.rebuild:
+        shutil.rmtree(folder, ignore_errors=True)
+    marker = folder / BUILT_BY
+    built_by = marker.read_text().strip() if marker.is_file() else ""
+    if not built_by:  # never filled, or a job that did not pass left it: start it empty
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    return KeptBuild(folder, built_by)
 
 
 def _now() -> str:
