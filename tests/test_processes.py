@@ -26,7 +26,9 @@ assert processes.become_subreaper()
 kept = processes.popen(["sleep", "30"])
 subprocess.run(["sh", "-c", "setsid sleep 31 &"], check=True)
 deadline = time.monotonic() + 10
-while not any("sleep 31" in c for _, c in processes._children().values()) and time.monotonic() < deadline:
+# until the orphan is `sleep 31` itself: before setsid execs, the forked shell has sh's command line
+while not any(c.split() == ["sleep", "31"] for _, c in processes._children().values()) \
+        and time.monotonic() < deadline:
     time.sleep(0.02)
 ended = processes.end_escaped()
 print(ended, kept.poll())
