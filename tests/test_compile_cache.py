@@ -246,6 +246,9 @@ def test_rebuild_empties_kept_caches_and_cold_or_compile_only_plans_keep_none(ke
     job = next(j for j in first.jobs if j.backend == "warm")
     kept = compile_cache.kept_build(first, job)
     kept.settle(Result(**first.identity(job), status=status.OK), "r1")
+    assert compile_cache.kept_build(timed_plan(kept_project, "r1b"), job).built_by == ""  # it cached nothing
+    (kept.folder / "object").write_text("code")
+    kept.settle(Result(**first.identity(job), status=status.OK), "r1")
     forced = compile_cache.kept_build(timed_plan(kept_project, "r2").replace(rebuild=True), job)
     assert forced.built_by == "" and list(forced.folder.iterdir()) == []
     assert compile_cache.kept_build(timed_plan(kept_project, "r3", build_cache="cold"), job) is None

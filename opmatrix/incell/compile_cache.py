@@ -132,13 +132,15 @@ class KeptBuild:
 
     def settle(self, row: Result, run_id: str) -> Result:
         """The job's row once it ended: one that passed says which run's caches it compiled from, or leaves its
-        caches for the next run; one that failed leaves nothing (its caches may be the failure)."""
+        caches for the next run (if it wrote any: a backend that caches nothing is cold every run); one that failed
+        leaves nothing (its caches may be the failure)."""
         if row.status != status.OK:
             shutil.rmtree(self.folder, ignore_errors=True)
             return row
         if self.built_by:
             return dataclasses.replace(row, compile_cache=f"kept from {self.built_by}")
-        (self.folder / BUILT_BY).write_text(run_id)
+        if any(self.folder.iterdir()):
+            (self.folder / BUILT_BY).write_text(run_id)
         return row
 
 
