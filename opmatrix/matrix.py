@@ -276,6 +276,11 @@ class Matrix(_Model):
         """Where a defined workload comes from: the workloads_from file as named, or the matrix file's name."""
         return self._workload_origins.get((kernel, workload), Path(self.source).name)
 
+    def workload_files(self) -> list[Path]:
+        """The workloads files `workloads_from` names, resolved against this file's folder."""
+        named = [self.workloads_from] if isinstance(self.workloads_from, str) else self.workloads_from
+        return [(Path(self.source).parent / Path(text).expanduser()).resolve() for text in named]
+
     def kernels_dir(self) -> Path:
         return self._dir(self.run.kernels_dir, paths.KERNELS, paths.BUILTIN_KERNELS)
 

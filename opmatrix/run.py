@@ -108,6 +108,8 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
                             "or choose another --run-id")
         plans = session_plans(planned, stored if resume else None, redo, deadline_s)
         shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
+        for i, included in enumerate(matrix.workload_files(), 1):  # the run folder holds the shapes it ran
+            shutil.copyfile(included, store.run_dir / f"workloads_from-{i}-{included.name}")
         previous = store.read_manifest() if resume else None
         manifest = new_manifest(matrix, run_id, planned, previous)
         session = Session(started_at=_now(), jobs=sum(len(p.all_jobs()) for p in plans), deadline_s=deadline_s,

@@ -223,3 +223,5 @@ def test_the_tiny_llamas_profiled_shapes_plan_and_run_as_a_matrix(tmp_path, caps
         ("rmsnorm", "llama"): ("ok", "llama_step_tiny", "tokens=64 hidden=64"),
         ("rope", "default"): ("ok", "llama_step_tiny", "batch=2 heads=4 kv_heads=4 seq=32 head_dim=16"),
         ("swiglu", "default"): ("ok", "llama_step_tiny", "tokens=64 intermediate=172")}, rows[["error"]]
+    kept = run_dir / "workloads_from-1-workloads.toml"  # the run folder holds the shapes it ran
+    assert kept.read_text() == (reports / "prof" / "workloads.toml").read_text()
