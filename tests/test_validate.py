@@ -203,6 +203,7 @@ def test_a_prediction_below_the_noise_is_said_so():
 
 # --- the command line -----------------------------------------------------------------------------------------------
 
+@pytest.mark.integration  # a profile and a validate of the tiny Llama, end to end: seconds
 def test_cli_profile_then_validate_end_to_end(tmp_path, capsys):
     reports = str(tmp_path)
     assert main(["profile", LLAMA, "--preset", "tiny", "--steps", "2", "--reports", reports, "--run-id", "prof",
