@@ -13,7 +13,7 @@ from opmatrix.core.result import Result
 from opmatrix.incell import compile_cache
 from opmatrix.matrix import load_matrix
 from opmatrix.scheduling.dispatch import compile_plan
-from tests.helpers import plugin_root
+from tests.helpers import plugin_root, probe_matrix
 
 LOWERS = """
 from opmatrix.kit import Compiled
@@ -184,25 +184,6 @@ def available():
 def environment(device, cache_dir):
     return {"PROBE_CACHE": str(cache_dir)}
 """
-TIMED_MATRIX = """
-name = "kept"
-backends = ["torch", "warm"]
-[run]
-kernels_dir = "kernels"
-backends_dir = "backends"
-build_cache = "kept"
-[[device]]
-id = "cpu"
-vendor = "cpu"
-arch = "auto"
-[[toolchain]]
-name = "host"
-system = true
-[[kernel]]
-name = "probe"
-workloads = { cpu = ["quick"] }
-dtypes = { cpu = ["float32"] }
-"""
 TORCH = """
 def build(workload, dtype, device, variant):
     def fn(x, out):
@@ -214,7 +195,8 @@ def build(workload, dtype, device, variant):
 @pytest.fixture
 def kept_project(tmp_path):
     plugin_root(tmp_path, {"torch": TORCH, "warm": WARMABLE}, {"warm": WARMABLE_ADAPTER})
-    (tmp_path / "m.toml").write_text(TIMED_MATRIX)
+    matrix = probe_matrix(tmp_path, "kept", ["torch", "warm"], ["quick"], timeout_s=120, rep_ms=5)
+    matrix.write_text(matrix.read_text().replace("[run]", '[run]\nbuild_cache = "kept"'))
     return tmp_path
 
 
