@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_ray import CPU, DEVICES, H200, HOST, MI300X, node_id, plugin_root, ray_cluster, run_scheduler
+from tests.helpers_ray import (CPU, DEVICES, H200, HOST, MI300X, SLOW_S, node_id, plugin_root, ray_cluster,
+                               run_scheduler)
 
 pytestmark = pytest.mark.integration
 
@@ -66,54 +67,57 @@ def test_results_stream_back_while_the_cell_runs(routed):
     _, progress, _, _ = routed
     arrivals = {(r.device, r.workload): t for t, r in progress.arrivals}
     for device in ("h200", "mi300x", "cpu"):
-        # the slow job sleeps 8 s; the quick job's result was stored well before the cell finished
-        assert arrivals[(device, "slow")] - arrivals[(device, "quick")] > 6
+        # the slow job sleeps SLOW_S; the quick job's result was stored well before the cell finished
+        assert arrivals[(device, "slow")] - arrivals[(device, "quick")] > SLOW_S - 1
 
 
-def test_lost_node_is_retried_on_another_node_with_the_device(cluster, root):
+@pytest.fixture(scope="module")
+def lost_nodes(cluster, root, routed):
+    """One run, two node losses at once: the h200 cell's node (a spare node with the device is added first) and the
+    mi300x cell's node (the only one with its device), each removed as its quick result arrives, while its slow
+    job still runs. After `routed`, which needs both nodes."""
     c, nodes = cluster
     spare = c.add_node(num_cpus=1, num_gpus=1, resources={H200: 1, HOST: 1})
     c.wait_for_nodes()
-    ids = {node_id(nodes["h200-a"]): nodes["h200-a"], node_id(spare): spare}
-    killed = []
+    h200 = {node_id(nodes["h200-a"]): nodes["h200-a"], node_id(spare): spare}
+    killed = {}  # device -> the node id removed under its cell
 
     def kill_runner(r):
-        if r.workload == "quick" and not killed:
-            killed.append(r.node)
-            c.remove_node(ids[r.node])
+        if r.workload == "quick" and r.device not in killed:
+            killed[r.device] = r.node
+            c.remove_node(h200[r.node] if r.device == "h200" else nodes["mi300x"])
 
-    results, _ = run_scheduler(c, root, "retry", DEVICES.split("[[device]]\nid = \"mi300x\"")[0],
-                               during=kill_runner)
-    by_workload = {r.workload: r for r in results}
-    assert set(by_workload) == {"quick", "slow"}
-    assert by_workload["quick"].node == killed[0]  # kept from the lost node
-    assert by_workload["slow"].status == "ok"
-    assert by_workload["slow"].node != killed[0] and by_workload["slow"].node in ids  # rerun elsewhere
-    assert len(results) == 2  # the quick job was not run twice
-
-
-def test_lost_node_without_a_replacement_is_lost_and_keeps_what_arrived(cluster, root):
-    c, nodes = cluster
-    killed = []
-
-    def kill_runner(r):
-        if r.workload == "quick" and not killed:
-            killed.append(r.node)
-            c.remove_node(nodes["mi300x"])
-
-    devices = '[[device]]\nid = "mi300x"\nvendor = "amd"\narch = "gfx942"\nname = "MI300X"\n'
+    devices = DEVICES[:DEVICES.index('[[device]]\nid = "cpu"')]  # h200 and mi300x
     start = time.monotonic()
-    results, _ = run_scheduler(c, root, "lost", devices, during=kill_runner)
-    by_workload = {r.workload: r for r in results}
-    assert by_workload["quick"].status == "ok" and by_workload["quick"].node == killed[0]
+    results, progress = run_scheduler(c, root, "lost", devices, during=kill_runner)
+    return results, progress, killed, set(h200), start
+
+
+def test_lost_node_is_retried_on_another_node_with_the_device(lost_nodes):
+    results, _, killed, h200_nodes, _ = lost_nodes
+    by_workload = {r.workload: r for r in results if r.device == "h200"}
+    assert set(by_workload) == {"quick", "slow"}
+    assert by_workload["quick"].node == killed["h200"]  # kept from the lost node
+    assert by_workload["slow"].status == "ok", by_workload["slow"].error
+    assert by_workload["slow"].node != killed["h200"] and by_workload["slow"].node in h200_nodes  # rerun elsewhere
+    assert len([r for r in results if r.device == "h200"]) == 2  # the quick job was not run twice
+
+
+def test_lost_node_without_a_replacement_is_lost_and_keeps_what_arrived(lost_nodes):
+    results, progress, killed, _, start = lost_nodes
+    by_workload = {r.workload: r for r in results if r.device == "mi300x"}
+    assert by_workload["quick"].status == "ok" and by_workload["quick"].node == killed["mi300x"]
     assert by_workload["slow"].status == "lost"
     assert "no other live node offers" in by_workload["slow"].error
-    assert time.monotonic() - start < 90  # it did not wait for a node that will never come
+    assert len([r for r in results if r.device == "mi300x"]) == 2
+    lost_at = next(t for t, r in progress.arrivals if r is by_workload["slow"])
+    assert lost_at - start < 90  # it did not wait for a node that will never come
 
 
-def test_nothing_of_a_lost_node_outlives_it(cluster, root):
+def test_nothing_of_a_lost_node_outlives_it(lost_nodes, root):
     """The cells of the nodes killed above (nox, cell runners, workers) died with them: the product leaves
     nothing running (each child process dies with its parent)."""
+    assert len(lost_nodes[2]) == 2  # both nodes were removed mid-cell
     deadline = time.monotonic() + 15
     while (left := _processes_mentioning(str(root))) and time.monotonic() < deadline:
         time.sleep(0.2)  # PR_SET_PDEATHSIG is delivered asynchronously
