@@ -39,6 +39,8 @@ LONGEST_FIRST = {
     "tests/test_ray_cluster.py": 300,
     "tests/faults/test_run_faults.py": 200,
     "tests/test_compile_only_cells.py": 185,
+    "tests/test_bisect.py": 170,  # six probes, each a real run of two nox cells
+    "tests/test_bisect_toolchains.py": 90,  # its other two bisections (four probes), split off to run beside it
     "tests/test_kernels_model_ops_h200.py": 150,
     "tests/test_kernels_model_ops.py": 140,
     "tests/test_ray_embedded.py": 130,
