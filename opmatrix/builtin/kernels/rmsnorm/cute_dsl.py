@@ -1,6 +1,7 @@
 """CuTe DSL: one CTA per row of `_THREADS` threads; each thread walks the row in strides of the CTA (coalesced loads),
 squares and sums in fp32, the sums meet by warp shuffles (cute.arch.warp_reduction_sum) and one shared-memory slot
-per warp, then each thread scales its elements. Plain SIMT, written from CuTe DSL's primitives (no copy atoms, no
+per warp (written by all of the warp's lanes: cute.arch.warp_idx() is a full-warp shuffle, so it must not sit in a
+lane-0 branch), then each thread scales its elements. Plain SIMT, written from CuTe DSL's primitives (no copy atoms, no
 vectorised or TMA loads, no clusters: quack's RMSNorm, a library contestant, is the tuned CuTe DSL kernel to compare
 with). NVIDIA only; compile-only builds for sm_90a / sm_100a over fake tensors (opmatrix.kit.cute_dsl)."""
 import functools
@@ -31,8 +32,9 @@ def _kernel():
             v = x[row, i].to(cutlass.Float32)
             total = total + v * v
         total = cute.arch.warp_reduction_sum(total)
-        if cute.arch.lane_idx() == 0:
-            partial[cute.arch.warp_idx()] = total
+        # every lane stores its warp's sum (the butterfly left it in all 32): warp_idx() is a full-warp
+        # shfl.sync, which hung the GPU when only lane 0 reached it inside `if lane_idx() == 0`
+        partial[cute.arch.warp_idx()] = total
         cute.arch.barrier()
         total = cutlass.Float32(0.0)
         for j in cutlass.range_constexpr(_WARPS):
