@@ -1,6 +1,8 @@
 """The default matrix's shape on this CPU through a real nox cell environment: every kernel and backend, each
 backend's answer (ok, correctness-only, unsupported with the reason). Its fleet devices, compile-only:
-test_compile_only_cells.py. Apart from test_nox_cells.py so that `--dist loadfile` runs the two side by side."""
+test_compile_only_cells.py. Apart from test_nox_cells.py so that `--dist loadfile` runs the two side by side.
+The variants no test reads are left out of the matrix (tests/helpers.DEFAULT_STYLE's excludes, each with its reason),
+and its rounds stop at 10 (no assertion reads a speed)."""
 import pandas as pd
 import pytest
 
