@@ -26,6 +26,9 @@ name = "pins"
 backends = ["tilelang"]
 [run]
 timeout_s = 300
+rep_ms = 5
+warmup_ms = 5
+max_rounds = 10
 {CPU_DEVICE}{TILELANG_PINS}[[toolchain]]
 name = "unbuildable"
 system = true
