@@ -25,6 +25,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, warpgroup_mma
 
+# a CTA-wide barrier: gl.barrier since Triton 3.9, gl.thread_barrier before (3.6: the H200 image's Triton)
+_barrier = gl.barrier if hasattr(gl, "barrier") else gl.thread_barrier
+
 from opmatrix.kit import Built, Unsupported, aot, load_spec
 
 spec = load_spec(__file__)
@@ -136,11 +139,11 @@ def _attend_wgmma(acc, l_i, m_i, q_smem, k_smem, v_smem, k_ptr, v_ptr, rows, lo,
         else:
             k = gl.load(k_ptr + offsets, mask=(start + kv_n)[:, None] < seq, other=0.0)
             v = gl.load(v_ptr + offsets, mask=(start + kv_n)[:, None] < seq, other=0.0)
-        gl.barrier()  # every warpgroup is done with the last tiles' wgmmas before they are overwritten
+        _barrier()  # every warpgroup is done with the last tiles' wgmmas before they are overwritten
         k_smem.store(k)
         v_smem.store(v)
         fence_async_shared()  # the stores, made by threads, visible to wgmma's async proxy
-        gl.barrier()
+        _barrier()
         qk = warpgroup_mma(q_smem, k_smem.permute((1, 0)), gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=s_mma))
         cols = start + score_cols
         if DIAGONAL:
