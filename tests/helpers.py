@@ -208,12 +208,12 @@ reason = "the same compile-only path as gemm_relu's tuned variant; saves a build
 kernel = "rmsnorm"
 backend = "tilelang"
 variant = "two_rows"
-reason = "its sm_90a build is checked by test_compile_only_cells.py's own test of it (ptxas report, row guards)"
+reason = "its sm_90a build is checked by test_compile_only_hopper.py's own test of it (ptxas report, row guards)"
 [[exclude]]
 kernel = "rmsnorm"
 backend = "tilelang"
 variant = "l2_prefetch"
-reason = "its sm_90a build is checked by test_compile_only_cells.py's own test of it (the prefetch, its guard)"
+reason = "its sm_90a build is checked by test_compile_only_hopper.py's own test of it (the prefetch, its guard)"
 [[exclude]]
 kernel = "rmsnorm"
 backend = "torch"
