@@ -23,11 +23,19 @@ IMPLS = {"torch": SLEEPER.format(seconds=0.002), "same": SLEEPER.format(seconds=
          "slower": SLEEPER.format(seconds=0.0024), "dies": DIES}
 
 
+def ten_rounds(matrix):
+    """max_rounds = 10 in the matrix (the least the schema allows): for the tests that read no extra round. On a
+    loaded machine an interval near the threshold (`same` is the baseline's own code) could otherwise ask for up to
+    30 rounds; the tests of extra rounds (test_a_contestant_whose_interval_cleared_...) set their own."""
+    matrix.write_text(matrix.read_text().replace("[run]", "[run]\nrounds = 10\nmax_rounds = 10"))
+    return matrix
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     root = tmp_path_factory.mktemp("paired")
     write_plugins(root, "probe", IMPLS, probe_adapter("wallclock"))
-    probe_matrix(root, "paired", list(IMPLS), ["quick"], timeout_s=30, rep_ms=20)
+    ten_rounds(probe_matrix(root, "paired", list(IMPLS), ["quick"], timeout_s=30, rep_ms=20))
     (plan,) = plan_mod.cell_plans(load_matrix(root / "m.toml"), "paired-run", root / "scratch")
     return {r.backend: r for r in run_cell(plan)}
 
@@ -77,6 +85,7 @@ def test_run_writes_verdicts_gates_on_failures_and_feeds_deployments(tmp_path, c
     from opmatrix import cli
 
     write_plugins(tmp_path, "probe", IMPLS, probe_adapter("wallclock"))
+    # extra rounds kept (no ten_rounds): the verdict reads slower's interval, hi < 1.0, which they may narrow
     matrix = probe_matrix(tmp_path, "gate", list(IMPLS), ["quick"], timeout_s=30, rep_ms=20)
     common = ["--no-ray", "--reports", str(tmp_path / "reports")]
     assert cli.main(["run", str(matrix), "--run-id", "gate", *common]) == 1
@@ -115,7 +124,7 @@ def test_contestants_that_do_not_fit_together_are_timed_in_blocks_with_the_basel
     lock = str(tmp_path / "device.lock")
     impls = {"torch": SLEEPER.format(seconds=0.002), "hog": HOG.format(lock=lock), "big": BIG.format(lock=lock)}
     write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
-    probe_matrix(tmp_path, "blocks", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    ten_rounds(probe_matrix(tmp_path, "blocks", list(impls), ["quick"], timeout_s=30, rep_ms=20))
     (plan,) = plan_mod.cell_plans(load_matrix(tmp_path / "m.toml"), "blocks", tmp_path / "scratch")
     rows = {r.backend: r for r in run_cell(plan)}
     assert {r.status for r in rows.values()} == {"ok"}, {n: r.error for n, r in rows.items()}
@@ -136,7 +145,7 @@ def test_a_resumed_contestant_is_paired_with_its_baseline_again(tmp_path):
     from opmatrix.core.result import Result
 
     write_plugins(tmp_path, "probe", {"torch": IMPLS["torch"], "slower": IMPLS["slower"]}, probe_adapter("wallclock"))
-    probe_matrix(tmp_path, "partner", ["torch", "slower"], ["quick"], timeout_s=30, rep_ms=20)
+    ten_rounds(probe_matrix(tmp_path, "partner", ["torch", "slower"], ["quick"], timeout_s=30, rep_ms=20))
     (plan,) = plan_mod.cell_plans(load_matrix(tmp_path / "m.toml"), "partner", tmp_path / "scratch")
     stored = [Result(run_id="partner", cell="cpu.host", device="cpu", kernel="probe", workload="quick",
                      dtype="float32", backend="torch", status="ok")]
@@ -160,7 +169,7 @@ def test_the_baseline_is_the_default_variant_of_its_backend_fresh_and_resumed(tm
     from opmatrix.run import remaining
 
     write_plugins(tmp_path, "probe", {"torch": VARIANTS_FIRST_SLOW}, probe_adapter("wallclock"))
-    probe_matrix(tmp_path, "variants", ["torch"], ["quick"], timeout_s=30, rep_ms=20)
+    ten_rounds(probe_matrix(tmp_path, "variants", ["torch"], ["quick"], timeout_s=30, rep_ms=20))
     (plan,) = plan_mod.cell_plans(load_matrix(tmp_path / "m.toml"), "variants", tmp_path / "scratch")
     assert [j.variant for j in plan.jobs] == ["slow", "default"]
     rows = {r.variant: r for r in run_cell(plan)}
@@ -311,7 +320,7 @@ def test_an_out_of_memory_in_the_rounds_with_nothing_to_wait_for_is_an_oom_row(t
     fcntl.flock(held, fcntl.LOCK_EX)  # held by the test: no block ever has room
     impls = {"torch": SLEEPER.format(seconds=0.002), "spike": SPIKE.format(lock=lock)}
     write_plugins(tmp_path, "probe", impls, probe_adapter("wallclock"))
-    matrix = probe_matrix(tmp_path, "full", list(impls), ["quick"], timeout_s=30, rep_ms=20)
+    matrix = ten_rounds(probe_matrix(tmp_path, "full", list(impls), ["quick"], timeout_s=30, rep_ms=20))
     (plan,) = plan_mod.cell_plans(load_matrix(matrix), "full", tmp_path / "scratch")
     rows = {r.backend: r for r in run_cell(plan)}
     held.close()
