@@ -33,34 +33,49 @@ def html_pages():
 
 # With `pytest -n N --dist loadfile` (noxfile.py) each file runs whole on one worker, so the wall time is bounded by
 # the file that starts last and runs long. xdist hands out files in collection order (once reordering by test count
-# is off, below): the longest files, by their measured time on two cores (seconds, roughly), go first, and the many
-# short ones fill in beside them. A file not listed keeps its place after these. Only the order changes.
+# is off, below): the longest files go first, and the many short ones fill in beside them. A file not listed keeps
+# its place after these. Only the order changes. Seconds: the file's setup + call + teardown in the quiet suite run
+# of 2026-12-02 (`-n 3 --dist loadfile` on the 2-core machine, 470 s wall, 801 passed; --durations' top 60, so a
+# lower bound for a file of many short tests), except where noted.
 LONGEST_FIRST = {
-    "tests/test_ray_cluster.py": 300,
-    "tests/faults/test_run_faults.py": 200,
-    "tests/test_compile_only_cells.py": 185,
-    "tests/test_bisect.py": 170,  # six probes, each a real run of two nox cells
-    "tests/test_bisect_toolchains.py": 90,  # its other two bisections (four probes), split off to run beside it
-    "tests/test_kernels_model_ops_h200.py": 150,
-    "tests/test_kernels_model_ops.py": 140,
-    "tests/test_ray_embedded.py": 130,
-    "tests/test_paired_timing.py": 115,
-    "tests/test_nox_cells.py": 100,
-    "tests/test_default_style_cpu.py": 85,
-    "tests/test_upgrade_cells.py": 85,
-    "tests/faults/test_run_kill_faults.py": 80,
-    "tests/test_resume.py": 65,
-    "tests/test_reports.py": 55,  # 40 golden rebuilds (25 s of CPU): started last, it ran alone for 22 s
-    "tests/faults/test_kernel_faults.py": 50,
-    "tests/test_validate.py": 45,
-    "tests/test_report_html.py": 45,
-    "tests/test_upgrade_compare.py": 40,
-    "tests/test_verdicts.py": 35,
-    "tests/test_isolation.py": 30,
-    "tests/test_worker_elementwise.py": 25,
-    "tests/test_job_scratch.py": 20,
-    "tests/test_report_browser.py": 20,
-    "tests/test_worker_rows.py": 20,
+    "tests/test_ray_cluster.py": 92,
+    "tests/test_bisect.py": 81,  # six probes, each a real run of two nox cells
+    "tests/test_paired_timing.py": 76,
+    "tests/test_compile_only_cells.py": 75,  # with test_compile_only_hopper.py: 114 s as one file in that run,
+    "tests/test_compile_only_hopper.py": 75,  # 82 s alone -> 55 + 56 s side by side (-n 2): scaled to the suite
+    "tests/test_kernels_model_ops.py": 71,
+    "tests/test_ray_embedded.py": 62,
+    "tests/faults/test_run_faults.py": 56,
+    "tests/test_bisect_toolchains.py": 55,  # its other two bisections (four probes), split off to run beside it
+    "tests/test_default_style_cpu.py": 48,
+    "tests/faults/test_disk_full_faults.py": 40,
+    "tests/faults/test_runner_faults.py": 39,
+    "tests/test_resume.py": 38,
+    "tests/test_contestants_flash_attention.py": 37,
+    "tests/test_nox_cells.py": 33,
+    "tests/test_upgrade_cells.py": 32,
+    "tests/faults/test_ray_signal_faults.py": 29,
+    "tests/test_upgrade_compare.py": 27,
+    "tests/test_fleet_ray.py": 27,
+    "tests/faults/test_run_kill_faults.py": 25,
+    "tests/test_reports.py": 25,  # 40 golden rebuilds of < 1 s each (none in the top 60; 25 s of CPU): not last
+    "tests/test_installed.py": 20,
+    "tests/test_isolation.py": 19,
+    "tests/test_validate.py": 18,  # many short tests, none in the top 60: the old figure's order kept
+    "tests/test_report_html.py": 18,  # the same
+    "tests/test_contestants_cpu_cells.py": 17,
+    "tests/test_kernels_model_ops_h200.py": 17,
+    "tests/test_contestants_cells.py": 17,
+    "tests/test_compile_cache.py": 16,
+    "tests/faults/test_text_injection.py": 16,
+    "tests/faults/test_kernel_faults.py": 15,
+    "tests/faults/test_address_faults.py": 14,
+    "tests/test_calibration.py": 13,
+    "tests/faults/test_end_of_run_faults.py": 11,
+    "tests/test_worker_elementwise.py": 10,
+    "tests/adversarial/test_adversarial_cpu.py": 8,
+    "tests/test_job_scratch.py": 7,
+    "tests/test_verdicts.py": 7,
 }
 
 
