@@ -422,28 +422,43 @@ def _hosts_parsers(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from opmatrix.incell.plugins import PluginError
-    from opmatrix.matrix import MatrixError
-    from opmatrix.run import Interrupted, RunExists
-    from opmatrix.scheduling.dispatch import SchedulerError
-    from opmatrix.store import DiskFull, RunLocked, StoreError
-
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except Interrupted as exc:
+    except BaseException as exc:  # noqa: B036 - re-raised below unless it is one of the errors a command reports
+        code = _exit_code(exc)
+        if code is None:
+            raise
+        return code
+
+
+def _exit_code(exc: BaseException) -> int | None:
+    """The exit code of an error a command reports (its message on stderr), None for any other. The error classes
+    are imported here, once something was raised: `opmatrix --help` and `plan` need not import opmatrix.run (numpy,
+    rich, the report)."""
+    if isinstance(exc, KeyboardInterrupt):  # a second Ctrl-C while the report of an interrupted run is written, or
+        print("opmatrix: interrupted by SIGINT", file=sys.stderr)  # one outside a run
+        return 130
+    if not isinstance(exc, Exception):  # SystemExit and the like
+        return None
+    from opmatrix.incell.plugins import PluginError
+    from opmatrix.interrupts import Interrupted
+    from opmatrix.matrix import MatrixError
+    from opmatrix.run import RunExists
+    from opmatrix.scheduling.dispatch import SchedulerError
+    from opmatrix.store import DiskFull, RunLocked, StoreError
+
+    if isinstance(exc, Interrupted):
         print(f"opmatrix: {exc}; continue with --resume", file=sys.stderr)
         return exc.code
-    except DiskFull as exc:
+    if isinstance(exc, DiskFull):
         print(f"opmatrix: {exc}", file=sys.stderr)
         return exc.code
-    except KeyboardInterrupt:  # a second Ctrl-C while the report of an interrupted run is written, or outside a run
-        print("opmatrix: interrupted by SIGINT", file=sys.stderr)
-        return 130
-    except (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists, RunLocked, StoreError,
-            SchedulerError, paths.BadRunId) as exc:
+    if isinstance(exc, (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists, RunLocked, StoreError,
+                        SchedulerError, paths.BadRunId)):
         print(f"opmatrix: {exc}", file=sys.stderr)
         return 2
+    return None
 
 
 if __name__ == "__main__":

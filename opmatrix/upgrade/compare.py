@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from xml.etree import ElementTree as ET
 
 import numpy as np
-from scipy import stats as sps
 
 from opmatrix.core import status
 from opmatrix.core.result import backend_label
@@ -39,6 +38,15 @@ from opmatrix.decide.verdicts import K_AA, Q_MAX
 from opmatrix.mdtable import row
 from opmatrix.upgrade.history import KEY  # what a row measured: the same key as the history's
 from opmatrix.upgrade.history import VERSION_FIELDS as FINGERPRINT  # the toolchain fingerprint, named once
+
+
+def _scipy():
+    """scipy.stats, imported when a comparison computes an interval or q-values: the parser of every `opmatrix`
+    command imports this module (bisect's options name RISK_KINDS) and must not pay scipy's second."""
+    from scipy import stats as scipy_stats
+
+    return scipy_stats
+
 
 SAFE, RISK, BREAKS, NOTHING = "safe", "risk", "breaks", "nothing compared"
 IMPROVED, SAME, UNCOMPARED = "improved", "same", "not compared"
@@ -314,7 +322,7 @@ def ratio_of_medians(after: list[float], before: list[float]) -> stats.Interval 
     def statistic(x, y, axis=-1):
         return np.median(x, axis=axis) / np.median(y, axis=axis)
 
-    res = sps.bootstrap((a, b), statistic, confidence_level=stats.CONFIDENCE, n_resamples=stats.RESAMPLES,
+    res = _scipy().bootstrap((a, b), statistic, confidence_level=stats.CONFIDENCE, n_resamples=stats.RESAMPLES,
                         method="percentile", vectorized=True, random_state=np.random.default_rng(stats.SEED))
     lo, hi = res.confidence_interval
     return stats.Interval(estimate, float(lo), float(hi))
@@ -350,7 +358,7 @@ def _finish(comparison: Comparison, before, after) -> Comparison:
     """q-values over the comparison's timed rows, then each row's timing outcome, the verdict, the diff."""
     timed = [r for r in comparison.rows if r.p_value is not None]
     if timed:
-        qs = sps.false_discovery_control(np.asarray([r.p_value for r in timed]), method="bh")
+        qs = _scipy().false_discovery_control(np.asarray([r.p_value for r in timed]), method="bh")
         for r, q in zip(timed, qs):
             r.q_value = float(q)
     for r in comparison.rows:
