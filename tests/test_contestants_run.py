@@ -28,7 +28,7 @@ def _row(df, kernel, backend, device, variant="default"):
 
 
 def test_every_row_records_the_version_its_cell_imported(rows):
-    assert len(rows) == 136 and set(rows.device) == {"cpu", *ARCH}
+    assert len(rows) == 152 and set(rows.device) == {"cpu", *ARCH}  # 136 + the 16 flash attention rows of its second session
     assert (rows.backend_version != "").all(), rows[rows.backend_version == ""][["kernel", "backend", "device"]]
     versions = dict(zip(rows.backend, rows.backend_version))
     assert versions["cutile"] == "1.7.0" and versions["cute-dsl"] == "4.8.1" and versions["quack"] == "0.6.5"
@@ -53,6 +53,12 @@ def test_every_compile_only_row_is_a_binary_of_nonzero_size_for_its_devices_arch
         assert f"{arch}a cubin of FlashAttention 4" in fa4 and ("wgmma" if arch == "sm_90" else "tcgen05") in fa4
     assert "using tcgen05" in _row(rows, "gemm_relu", "cutile", "b200").error
     assert "using wgmma" in _row(rows, "gemm_relu", "cutile", "h200").error
+    for device, arch in (("h200", "sm_90"), ("b200", "sm_100")):  # the tile DSLs' own flash attentions
+        assert f"{arch} cubin by tileiras" in _row(rows, "flash_attention", "cutile", device).error
+        assert f"{arch}a cubin by CuTe DSL using mma.sync" in _row(rows, "flash_attention", "cute-dsl", device).error
+        assert _row(rows, "flash_attention", "gluon", device).status == "compiles"
+    assert "using wgmma" in _row(rows, "flash_attention", "gluon", "h200", "wgmma").error
+    assert "sm_90 only" in _row(rows, "flash_attention", "gluon", "b200", "wgmma").error
 
 
 def test_every_gap_is_unsupported_with_its_reason(rows):
