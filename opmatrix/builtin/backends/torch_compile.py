@@ -27,5 +27,11 @@ def covers(device) -> str | None:
 
 
 def environment(device, cache_dir) -> dict:
-    # Cold compile time: an empty cache folder of the job's own for inductor and the Triton it drives.
-    return {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), "TRITON_CACHE_DIR": str(cache_dir / "triton")}
+    # Cold compile time: an empty cache folder of the job's own for inductor and the Triton it drives, and a temp
+    # folder of its own: inductor keeps the headers it precompiles for CPU kernels under
+    # $TMPDIR/torchinductor_<user>/precompiled_headers whatever TORCHINDUCTOR_CACHE_DIR says, a machine-wide file
+    # that made every CPU build after the machine's first one faster than a cold build is.
+    tmp = cache_dir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+            "TMPDIR": str(tmp)}
