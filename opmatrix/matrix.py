@@ -278,8 +278,7 @@ class Matrix(_Model):
 
     def workload_files(self) -> list[Path]:
         """The workloads files `workloads_from` names, resolved against this file's folder."""
-        named = [self.workloads_from] if isinstance(self.workloads_from, str) else self.workloads_from
-        return [(Path(self.source).parent / Path(text).expanduser()).resolve() for text in named]
+        return [matrix_workloads.fragment_path(Path(self.source), text) for text in self.workloads_from]
 
     def kernels_dir(self) -> Path:
         return self._dir(self.run.kernels_dir, paths.KERNELS, paths.BUILTIN_KERNELS)

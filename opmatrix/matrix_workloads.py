@@ -61,7 +61,7 @@ def include(data: dict, path: Path) -> dict[tuple[str, str], str]:
         if not isinstance(text, str):
             continue
         key = FROM if isinstance(given, str) else f"{FROM}[{i}]"
-        file = (path.resolve().parent / Path(text).expanduser()).resolve()
+        file = fragment_path(path, text)
         tables = _read(file, key, text, path)
         for kernel, names in tables.items():
             for name, params in names.items():
@@ -74,6 +74,11 @@ def include(data: dict, path: Path) -> dict[tuple[str, str], str]:
                 origins.setdefault((kernel, name), text)
     data[TABLE] = merged
     return origins
+
+
+def fragment_path(matrix: Path, text: str) -> Path:
+    """A `workloads_from` path as the matrix file names it, resolved against the matrix file's folder."""
+    return (Path(matrix).resolve().parent / Path(text).expanduser()).resolve()
 
 
 def _read(file: Path, key: str, text: str, matrix: Path) -> dict:

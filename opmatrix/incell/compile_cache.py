@@ -147,14 +147,12 @@ class KeptBuild:
 def kept_build(plan: CellPlan, job: JobSpec) -> KeptBuild | None:
     """The kept cache folder of a timed job under `[run] build_cache = "kept"`, created (emptied first on
     `--rebuild`); None when the plan keeps none: cold builds, compile-only, a [[compare]], no cache folder."""
-    if plan.settings.build_cache != "kept" or plan.mode is not Mode.RUN or not plan.compile_cache or plan.rival:
+    if plan.settings.build_cache != "kept" or plan.mode is not Mode.RUN or not applies(plan):
         return None
     folder = Path(plan.compile_cache).parent / BUILD_FOLDER / key(plan, job)
-    if plan.rebuild:
-        shutil.rmtree(folder, ignore_errors=True)
     marker = folder / BUILT_BY
-    built_by = marker.read_text().strip() if marker.is_file() else ""
-    if not built_by:  # never filled, or a job that did not pass left it: start it empty
+    built_by = marker.read_text().strip() if marker.is_file() and not plan.rebuild else ""
+    if not built_by:  # never filled, a job that did not pass left it, or --rebuild: start it empty
         shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     return KeptBuild(folder, built_by)
