@@ -128,13 +128,15 @@ def worker_row(root: Path, backend: str, kernel: str = "probe", workload: str = 
     return Worker(task, folder / "result.json").run()
 
 
-def worker_process_row(root: Path, backend: str, kernel: str, workload: str, dtype: str) -> Result | None:
+def worker_process_row(root: Path, backend: str, kernel: str, workload: str, dtype: str,
+                       forks=None) -> Result | None:
     """One CPU job through a worker process, as the cell runner starts it (a timing server with the backend's
-    environment and a time limit), finished without timing rounds, and its row as the cell runner reads it back;
-    the cell's own probes (facts, ceilings) are skipped."""
+    environment and a time limit; forked from `forks`, a fork server, where given), finished without timing rounds,
+    and its row as the cell runner reads it back; the cell's own probes (facts, ceilings) are skipped. Its folder:
+    root/jobs/<kernel>-<backend>-<workload>-<dtype> (the backend's caches under cache/)."""
     task, folder = _task(root, backend, kernel, workload, dtype, Mode.RUN, CPU)
     env = dict(os.environ, **plugins.load_backend(root / "backends", backend).environment(CPU, folder / "cache"))
-    server = Server(task, folder, env)
+    server = Server(task, folder, env, forks=forks)
     if server.wait_ready(task.job.timeout_s):  # passed correctness: no timing bursts asked, just its row
         server.finish(task.job.timeout_s)
     return read_result(folder / "result.json", task.attempt)

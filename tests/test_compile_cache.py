@@ -62,6 +62,12 @@ def compile_plans(root, run_id):
     return [compile_plan(p) for p in planned]
 
 
+def timed_plan(root, run_id, **settings):
+    """The plan of root/m.toml's one cell, `settings` replaced."""
+    p, = plan.cell_plans(load_matrix(root / "m.toml"), run_id, root / "scratch")
+    return p.replace(settings=dataclasses.replace(p.settings, **settings))
+
+
 def built(p):
     """What a cell runner hands back for these jobs: one row each, as the worker words it."""
     def run(rest):
@@ -143,18 +149,14 @@ def test_a_real_run_twice_builds_once(project):
 
 
 def test_a_timed_cell_reuses_only_its_unsupported_rows(project):
-    def timed_plan(run_id):
-        p, = plan.cell_plans(load_matrix(project / "m.toml"), run_id, project / "scratch")
-        return p  # a device this host has: built and timed
-
     def run(rest):
         for job in rest.jobs:
             outcome = status.OK if job.backend == "src" else status.UNSUPPORTED
             yield Result(**rest.identity(job), status=outcome, error="" if outcome == status.OK else "not here")
-    first = timed_plan("r1")
+    first = timed_plan(project, "r1")  # a device this host has: built and timed
     assert compile_cache.applies(first)
     list(compile_cache.through(first, run))
-    again = timed_plan("r2")
+    again = timed_plan(project, "r2")
     asked = []
     rows = {r.backend: r for r in compile_cache.through(again, lambda rest: asked.extend(rest.jobs) or run(rest))}
     assert [j.backend for j in asked] == ["src"]  # an ok row is timed again every run
@@ -198,11 +200,6 @@ def kept_project(tmp_path):
     matrix = probe_matrix(tmp_path, "kept", ["torch", "warm"], ["quick"], timeout_s=120, rep_ms=5)
     matrix.write_text(matrix.read_text().replace("[run]", '[run]\nbuild_cache = "kept"'))
     return tmp_path
-
-
-def timed_plan(root, run_id, **settings):
-    p, = plan.cell_plans(load_matrix(root / "m.toml"), run_id, root / "scratch")
-    return p.replace(settings=dataclasses.replace(p.settings, **settings))
 
 
 def test_kept_build_caches_are_settled_by_the_jobs_row(kept_project):

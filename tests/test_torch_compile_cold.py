@@ -4,18 +4,13 @@ made every job after the machine's first one faster than a first build. The adap
 its own (backends/torch_compile.py environment()); here a real CPU job, through a worker started as the cell runner
 starts it (forked from the cell's fork server, which imported torch before the job's environment was set), leaves
 its precompiled header in its own cache folder."""
-import os
 import shutil
 
 import pytest
 
 from opmatrix.core import status
-from opmatrix.core.jobs import Mode
-from opmatrix.incell import plugins
 from opmatrix.incell.forkserver import ForkServer
-from opmatrix.incell.result_file import read_result
-from opmatrix.incell.servers import Server
-from tests.helpers import CPU, _task, copy_plugins
+from tests.helpers import copy_plugins, worker_process_row
 
 pytestmark = pytest.mark.integration
 
@@ -24,18 +19,12 @@ def test_a_cold_cpu_build_precompiles_its_headers_in_its_own_cache_folder(tmp_pa
     if not (shutil.which("g++") or shutil.which("c++")):
         pytest.skip("inductor on the CPU needs a C++ compiler")
     copy_plugins(tmp_path, "gemm_relu", ["spec.py", "torch_compile.py"], ["torch_compile"])
-    task, folder = _task(tmp_path, "torch-compile", "gemm_relu", "tiny_ragged", "float32", Mode.RUN, CPU)
-    env = plugins.load_backend(tmp_path / "backends", "torch-compile").environment(CPU, folder / "cache")
-    forks = ForkServer.start(str(tmp_path), tmp_path / "forkserver.log")  # None with OPMATRIX_FORKSERVER=0: a new interpreter
+    forks = ForkServer.start(str(tmp_path), tmp_path / "forkserver.log")  # None with OPMATRIX_FORKSERVER=0
     try:
-        server = Server(task, folder, dict(os.environ, **env), forks=forks)
-        if server.wait_ready(task.job.timeout_s):
-            server.finish(task.job.timeout_s)
+        row = worker_process_row(tmp_path, "torch-compile", "gemm_relu", "tiny_ragged", "float32", forks)
     finally:
         if forks is not None:
             forks.close()
-    row = read_result(folder / "result.json", task.attempt)
     assert row is not None and row.status == status.OK, row
-    headers = list((folder / "cache" / "tmp").glob("torchinductor_*/precompiled_headers/*.gch"))
-    assert headers and headers[0].stat().st_size > 0, sorted(p.name for p in (folder / "cache").rglob("*"))[:20]
-
+    headers = list(tmp_path.glob("jobs/*/cache/tmp/torchinductor_*/precompiled_headers/*.gch"))
+    assert headers and headers[0].stat().st_size > 0, sorted(p.name for p in tmp_path.rglob("cache/*"))[:20]
