@@ -96,6 +96,27 @@ def test_checked_calls_catch_a_kernel_that_skips_its_work_after_some_calls():
     assert caught.value.status == status.MISMATCH
 
 
+@pytest.mark.parametrize("burst_calls", [0, 1, 2, 3])
+def test_a_kernel_that_returns_its_answer_for_the_last_pointer_it_saw_is_caught_whatever_the_bursts_length(
+        burst_calls):
+    """The cheat that escaped CI once: it recomputes only when its input's pointer differs from its last call's,
+    so a checked call on the buffers of the set it did not see last was honest. A burst's call count (odd or even,
+    as the machine's speed makes it) must not decide whether it is caught."""
+    kept = []
+
+    def remembers_last_pointer(x, out):
+        if not kept or kept[0][0] != x.data_ptr():
+            kept[:] = [(x.data_ptr(), x * 2)]
+        return kept[0][1]
+
+    timed_call = _timed_call(remembers_last_pointer, returns_output=True)
+    for _ in range(burst_calls):
+        timed_call()
+    with pytest.raises(integrity.Cheat, match="another set's contents in its input buffers") as caught:
+        timed_call.after_burst([0.01] * 5)
+    assert caught.value.status == status.MISMATCH
+
+
 def test_an_honest_kernel_passes_every_check_and_is_not_judged_slower_than_its_bursts():
     timed_call = _timed_call(lambda x, out: out.copy_(x * 2))
     for _ in range(4):

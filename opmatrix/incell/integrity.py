@@ -12,8 +12,8 @@ Correctness (opmatrix.incell.phases.check_correctness) and timing (opmatrix.ince
   reference made in advance, so a result remembered by pointer is not the answer to the next call. Where two sets
   do not fit in the device's free memory, one is used and the row says so.
 - Checked calls. After every burst, CHECKS_PER_BURST more calls, each timed as a burst's calls are (L2 flushed first
-  on a GPU) right after WARM_CALLS ordinary ones (fewer when they last WARM_MS). Before each, one set's input
-  buffers receive other contents in place (same pointers, new values: alternately another set's, and fresh seeded
+  on a GPU) right after WARM_CALLS ordinary ones (fewer when they last WARM_MS). Before each, the input buffers of
+  the last ordinary call (the pointers a kernel saw last, whatever the burst's length) receive other contents in place (same pointers, new values: alternately another set's, and fresh seeded
   contents that no call has seen) and its output is poisoned with NaN; right after it returns (on a GPU, after a
   device-wide synchronisation), the output is compared with the reference of those contents and the inputs with
   their pristine copy. A kernel that stops computing after N calls, caches by pointer or by content, is right on
@@ -193,21 +193,30 @@ class TimedCall:
         seed, self.next_fresh_seed = self.next_fresh_seed, self.next_fresh_seed + 1
         return self.fresh(seed)
 
-    def _contents(self, fresh: bool) -> tuple[tuple, object]:
-        """(inputs whose contents go into the checked call's buffers, their reference)."""
+    def _contents(self, fresh: bool, target: int) -> tuple[tuple, object]:
+        """(inputs whose contents go into the checked call's buffers, their reference): fresh ones, or those of
+        the set after `target` (its own where there is one set)."""
         if fresh:
             return self._pending
-        source = self.sets[(len(self.checks.checked_ms) + 1) % len(self.sets)]
+        source = self.sets[(target + 1) % len(self.sets)]
         return source.kept, source.reference
 
-    def _checked_call(self, fresh: bool) -> None:
-        target = self.sets[len(self.checks.checked_ms) % len(self.sets)]
-        contents, reference = self._contents(fresh)
+    def _warm(self) -> int:
+        """Up to WARM_CALLS ordinary calls (fewer once they last WARM_MS), so the checked call finds the device (or
+        the CPU's threads) as a burst left it. Returns the set of the last one: the checked call uses its buffers,
+        so a kernel that remembers its last call's pointers (and its answer) meets those very pointers."""
         started = time.perf_counter()
-        for _ in range(WARM_CALLS):  # the checked call finds the device (or the CPU's threads) as a burst left it
+        for _ in range(WARM_CALLS):
+            last = self.next
             self()
             if (time.perf_counter() - started) * 1e3 >= WARM_MS:  # a GPU's launches return at once: all three
                 break
+        return last
+
+    def _checked_call(self, fresh: bool) -> None:
+        index = self._warm()
+        target = self.sets[index]
+        contents, reference = self._contents(fresh, index)
         for buffer, value in zip(target.inputs, contents):
             if is_tensor(buffer):
                 buffer.copy_(value)
