@@ -220,6 +220,11 @@ class RunSettings(_Model):
         "keyed as compile-only rows are (sources, environment, host, target), so an unchanged job compiles warm "
         "and its row says \"kept from RUN\" (a first look's speed, not a compile-time measurement); "
         "`opmatrix run --rebuild` starts them cold again")
+    ceilings_kept_h: float = Field(RUN_DEFAULTS.ceilings_kept_h, ge=0, le=8760, allow_inf_nan=False,
+                                   description="hours a host's measured ceilings (the roofline every row is "
+                                   "held against) serve later cells of the same device, driver, runtime and torch "
+                                   "on it instead of being measured again; a row so served says when they were "
+                                   "measured (ceilings_kept); 0 measures them in every cell")
     kernels_dir: str | None = Field(None, description="the project's kernels folder, relative to the matrix file "
                                     "(default: the nearest kernels/ at or above it); added to the built-in kernels")
     backends_dir: str | None = Field(None, description="the same for backend adapters (backends/)")

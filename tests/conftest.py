@@ -11,6 +11,20 @@ import pytest
 os.environ.setdefault("OPMATRIX_HTML", "0")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kept_ceilings_of_this_session(tmp_path_factory):
+    """The host's kept ceilings ([run] ceilings_kept_h) in a folder of this pytest session's, shared by its xdist
+    workers (the parent of their base temp folders): the suite's cells measure once and serve each other, as a
+    user's runs on one host do, without reading or writing the user's own (~/.cache/opmatrix/ceilings)."""
+    from opmatrix.incell import kept_ceilings
+
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(kept_ceilings.FOLDER_ENV, str(shared / "kept-ceilings"))
+        yield
+
+
 @pytest.fixture
 def write_matrix(tmp_path):
     """Write a matrix file into tmp_path from TOML text; returns its path."""

@@ -235,13 +235,19 @@ def test_rebuild_empties_kept_caches_and_cold_or_compile_only_plans_keep_none(ke
 
 
 @pytest.mark.integration
-def test_a_timed_job_compiles_warm_from_its_kept_caches_and_its_row_says_so(kept_project):
+def test_a_timed_job_compiles_warm_from_its_kept_caches_and_its_row_says_so(kept_project, monkeypatch):
+    """Also the host's ceilings ([run] ceilings_kept_h, default 24 h): measured in the first run's cell (its own
+    folder of kept ceilings starts empty), then served to the later runs, whose rows and report say when."""
     import json
 
     import pandas as pd
 
+    from opmatrix.incell import kept_ceilings
     from opmatrix.run import run
     from opmatrix.scheduling.local import LocalScheduler
+
+    monkeypatch.setenv(kept_ceilings.FOLDER_ENV, str(kept_project / "kept-ceilings"))
+    ceilings = {}
 
     def row(run_id, **kw):
         folder = run(kept_project / "m.toml", reports_dir=kept_project / "reports", run_id=run_id,
@@ -249,8 +255,17 @@ def test_a_timed_job_compiles_warm_from_its_kept_caches_and_its_row_says_so(kept
         rows = pd.read_parquet(folder / "results.parquet")
         warm = rows[rows.backend == "warm"].iloc[0]
         assert warm.status == "ok", warm.error
+        assert rows.ceiling_tflops.notna().all() and rows.ceilings_kept.nunique() == 1
+        ceilings[run_id] = (warm.ceiling_tflops, warm.ceiling_gbps, warm.ceilings_kept,
+                            (folder / "report.md").read_text())
         return warm.compile_cache, json.loads(warm.config)["found"]
     assert row("r1") == ("cold", False)
     assert row("r2") == ("kept from r1", True)  # the worker found the first run's build output
     assert row("r3", rebuild=True) == ("cold", False)
     assert row("r4") == ("kept from r3", True)
+    first_tflops, first_gbps, measured_in_r1, report = ceilings["r1"]
+    assert measured_in_r1 == "" and "ceilings kept" not in report
+    for later in ("r2", "r3", "r4"):
+        tflops, gbps, kept_from, report = ceilings[later]
+        assert (tflops, gbps) == (first_tflops, first_gbps) and kept_from
+        assert f"cpu: ceilings kept from an earlier cell on the same host, measured at {kept_from}" in report

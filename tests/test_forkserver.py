@@ -99,7 +99,7 @@ def test_the_cell_probe_is_forked_from_the_server_and_other_modules_are_refused(
 
     root, server = forks
     out = root / "cell_probe.json"
-    assert _forked(server, "cell_probe", [str(out), "cpu", "float32"], dict(os.environ), root / "cell_probe.log")
+    assert _forked(server, "cell_probe", [str(out), "cpu", "0", "float32"], dict(os.environ), root / "cell_probe.log")
     measured = json.loads(out.read_text())
     assert measured["facts"]["torch"] and measured["facts"]["runtime"] == "cpu"
     assert measured["ceilings"]["tflops"]["float32"] > 0 and measured["ceilings"]["copy_gbps"] > 0

@@ -118,6 +118,7 @@ class Settings:
     noise_target: float = 0  # extra rounds while the A/A interval's half-width is above this fraction (0: off)
     builds: int = 1  # independent builds of every contestant but the baseline, timed in the same rounds
     build_cache: str = "cold"  # "cold": each job compiles from an empty cache; "kept": its caches kept between runs
+    ceilings_kept_h: float = 24  # a host's measured ceilings serve its later cells this long (0: every cell measures)
     baseline: str = DEFAULT_BASELINE  # acceptance.baseline: in every round, with its A/A twin
     min_speedup: float = DEFAULT_MIN_SPEEDUP  # acceptance.min_speedup: more rounds while an interval straddles it
 

@@ -103,6 +103,7 @@ class Result:
     # against the device's measured ceilings (opmatrix.incell.ceilings, once per cell)
     ceiling_tflops: float | None = None
     ceiling_gbps: float | None = None
+    ceilings_kept: str = ""  # "": measured in this cell; else when (UTC) an earlier cell on this host measured them
     roofline_pct: float | None = None
     # GPU telemetry around the timing (opmatrix.incell.telemetry)
     sm_mhz_start: float | None = None

@@ -152,17 +152,18 @@ class CellRunner:
         self.forks = ForkServer.start(str(self.scratch), self.scratch / "forkserver.log")
         d = plan.cell.device
         dtypes = [] if plan.mode is Mode.COMPILE or not plan.jobs else sorted({j.dtype for j in plan.jobs})
-        measured = probe("cell_probe", [d.vendor, *dtypes], self.scratch, forks=self.forks) or {}
+        measured = probe("cell_probe", [d.vendor, str(plan.settings.ceilings_kept_h), *dtypes], self.scratch,
+                         forks=self.forks) or {}
         self.facts = measured.get("facts") or {
             "runtime": f"cell probe failed: {tail(self.scratch / 'cell_probe.log')[-300:]}"}
         self.ceilings = measured.get("ceilings") or {}
         arch = d.arch if d.arch != "auto" else self.facts.get("arch", "")
         self.device = DeviceInfo(d.id, d.vendor, arch, self.facts.get("device_name", ""))
-        self.rival_env, self.rival_facts = self._rival(dtypes)
+        self.rival_env, self.rival_facts = self._rival()
 
-    def _rival(self, dtypes: list[str]) -> tuple[dict, dict]:
+    def _rival(self) -> tuple[dict, dict]:
         """A [[compare]]: the environment a candidate-toolchain worker starts with, and what that toolchain
-        imports (its own probe; the ceilings stay the device's, measured once)."""
+        imports (its own probe, facts only: the ceilings stay the device's, measured once above)."""
         rival = self.plan.rival
         if rival is None:
             return {}, {}
@@ -170,7 +171,7 @@ class CellRunner:
         env = {k: v for k, v in os.environ.items() if k not in own and k not in ENV_PASSED_ON}
         env.update(rival.env)
         scratch = Path(rival.scratch_dir)
-        measured = probe("cell_probe", [self.plan.cell.device.vendor, *dtypes], scratch, rival.python, env) or {}
+        measured = probe("cell_probe", [self.plan.cell.device.vendor, "0"], scratch, rival.python, env) or {}
         facts = measured.get("facts") or {"runtime": f"cell probe failed: {tail(scratch / 'cell_probe.log')[-300:]}"}
         return env, facts
 

@@ -27,6 +27,7 @@ def measurement(df) -> Section:
     rows = [key_cells([device], toolchain, split) + cell_quality(g)
             for (device, toolchain), g in timed.groupby(["device", "toolchain"])]
     extra = [line for device, g in timed.groupby("device") if (line := clock_summary(device, g))]
+    extra += kept_ceilings(timed)
     drops = timed.clock_dropped.map(clock_dropped).astype(bool)
     unexplained = timed[(timed.stability_pct > STABILITY_GOAL_PCT) & ~drops]  # no clock drop to blame
     extra += [f"{r.device} {r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}: second timing "
@@ -42,6 +43,16 @@ def measurement(df) -> Section:
                    "ceilings measured in each cell (large matmul per dtype, large device-to-device copy); "
                    f"{stability} (goal: within 2%); clock dropped: SM clock fell >5% during timing or the driver "
                    "reported a power/thermal cap (NVML)", extra)
+
+
+def kept_ceilings(timed) -> list[str]:
+    """Where a device's ceilings were not measured in the run's own cells but kept from an earlier cell on the same
+    host ([run] ceilings_kept_h): when they were measured."""
+    if "ceilings_kept" not in timed or not (timed.ceilings_kept != "").any():
+        return []
+    kept = timed[timed.ceilings_kept != ""]
+    return [f"{device}: ceilings kept from an earlier cell on the same host, measured at "
+            f"{', '.join(sorted(set(g.ceilings_kept)))} ([run] ceilings_kept_h)" for device, g in kept.groupby("device")]
 
 
 STABILITY_SEQUENTIAL = "every build timed twice in the same job"
