@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from opmatrix import paths
-from opmatrix.store import ResultStore
+from opmatrix.store import ResultStore, frame
 
 RUN = paths.REPORTS / "20261202-cpu-contestants"
 ARCH = {"h200": "sm_90", "b200": "sm_100", "mi300x": "gfx942"}
@@ -18,7 +18,9 @@ ARCH = {"h200": "sm_90", "b200": "sm_100", "mi300x": "gfx942"}
 
 @pytest.fixture(scope="module")
 def rows() -> pd.DataFrame:
-    return ResultStore(RUN).consolidate()
+    """The committed rows, read (never consolidated into the committed results.parquet: a test writes no file of
+    the checkout)."""
+    return frame(ResultStore(RUN, create=False).load())
 
 
 def _row(df, kernel, backend, device, variant="default"):
