@@ -74,6 +74,6 @@ def derive(result: Result, ceilings: dict) -> Result:
         stability_pct=stability,
         ceiling_tflops=ceilings.get("tflops", {}).get(result.dtype),
         ceiling_gbps=copy_gbps(ceilings, result.min_bytes),
-        ceilings_kept=ceilings.get("kept_from", "") if ceilings else "",
+        ceilings_kept=ceilings.get("kept_from", ""),
         roofline_pct=roofline_pct(result.flops, result.min_bytes, result.median_ms, result.dtype, ceilings))
     return guarded(derived)

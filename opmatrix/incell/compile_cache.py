@@ -30,7 +30,6 @@ import datetime
 import functools
 import hashlib
 import json
-import os
 import shutil
 import socket
 from pathlib import Path
@@ -39,7 +38,7 @@ from typing import Callable, Iterable, Iterator
 from opmatrix.core import status
 from opmatrix.core.jobs import CellPlan, JobSpec, Mode
 from opmatrix.core.result import Result, RowError
-from opmatrix.incell import plugins
+from opmatrix.incell import atomic, plugins
 
 FOLDER = "compile-cache"  # under the scratch root
 BUILD_FOLDER = "build-cache"  # beside it: timed jobs' kept compiler caches ([run] build_cache = "kept")
@@ -104,9 +103,7 @@ def remember(plan: CellPlan, row: Result) -> None:
         return
     path = _file(plan, job)
     path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    staged.write_text(row.to_json())
-    os.replace(staged, path)
+    atomic.write_text(path, row.to_json())
 
 
 def through(plan: CellPlan, run: Callable[[CellPlan], Iterator[Result]]) -> Iterator[Result]:

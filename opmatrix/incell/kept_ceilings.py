@@ -22,10 +22,10 @@ import os
 import socket
 from pathlib import Path
 
+from opmatrix.incell import atomic
+
 KEY_FACTS = ("device_name", "arch", "driver", "runtime", "torch")  # of opmatrix.incell.facts.probe's output
 KEY_VERSION = 1  # raise when what a key covers, or how the ceilings are measured, changes
-
-
 FOLDER_ENV = "OPMATRIX_CEILINGS_DIR"  # another folder for them (the test suite keeps its own per session)
 
 
@@ -79,8 +79,6 @@ def store(where: Path, name: str, ceilings: dict, max_age_h: float) -> None:
     entry = {"measured_at": now().isoformat(timespec="seconds"), "ceilings": ceilings}
     try:
         where.mkdir(parents=True, exist_ok=True)
-        part = where / f".{name}.{os.getpid()}.part"
-        part.write_text(json.dumps(entry))
-        os.replace(part, where / f"{name}.json")
+        atomic.write_text(where / f"{name}.json", json.dumps(entry))
     except OSError:
         pass

@@ -48,8 +48,6 @@ def measurement(df) -> Section:
 def kept_ceilings(timed) -> list[str]:
     """Where a device's ceilings were not measured in the run's own cells but kept from an earlier cell on the same
     host ([run] ceilings_kept_h): when they were measured."""
-    if "ceilings_kept" not in timed or not (timed.ceilings_kept != "").any():
-        return []
     kept = timed[timed.ceilings_kept != ""]
     return [f"{device}: ceilings kept from an earlier cell on the same host, measured at "
             f"{', '.join(sorted(set(g.ceilings_kept)))} ([run] ceilings_kept_h)" for device, g in kept.groupby("device")]
