@@ -4,6 +4,7 @@ worker's alone, reported with the same exit codes as a worker started as a new i
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -105,3 +106,34 @@ def test_the_cell_probe_is_forked_from_the_server_and_other_modules_are_refused(
     assert measured["ceilings"]["tflops"]["float32"] > 0 and measured["ceilings"]["copy_gbps"] > 0
     with open(root / "refused.log", "wb") as log:
         assert server.spawn(["x"], dict(os.environ), log.fileno(), log.fileno(), main="os") is None
+
+
+def test_a_server_started_in_another_environment_forks_workers_that_import_from_it(tmp_path):
+    """A [[compare]]'s candidate toolchain gets its own server (cell_runner: python and env of that toolchain):
+    its workers import what that environment's path holds, which the runner's own environment does not."""
+    site = tmp_path / "candidate-site"
+    site.mkdir()
+    (site / "opmatrix_candidate_pin.py").write_text("VERSION = '2.0'\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    server = ForkServer.start(str(tmp_path), tmp_path / "forkserver.log", sys.executable, env)
+    assert server is not None, (tmp_path / "forkserver.log").read_text()
+    try:
+        plugin_root(tmp_path, {"pinned": """
+            def build(w, dtype, device, variant):
+                import opmatrix_candidate_pin
+                assert opmatrix_candidate_pin.VERSION == "2.0"
+                return lambda x, out: out.copy_(x * 2)
+        """})
+        task, folder = _task(tmp_path, "pinned", "probe", "quick", "float32", Mode.RUN, CPU)
+        worker = Server(task, folder, dict(os.environ), sys.executable, server)  # the runner's env: no such module
+        assert worker.proc.pid != server.proc.pid
+        assert worker.wait_ready(60), worker.log_tail()
+        worker.finish(60)
+        assert read_result(worker.result_path, task.attempt).status == "ok", worker.log_tail()
+        # the same job started as a new interpreter in the runner's own environment cannot import it
+        task, folder = _task(tmp_path, "pinned", "probe", "quick", "float32", Mode.RUN, CPU)
+        plain = Server(task, folder, dict(os.environ), sys.executable)
+        assert not plain.wait_ready(60)
+        assert "opmatrix_candidate_pin" in plain.log_tail() + str(read_result(plain.result_path, task.attempt))
+    finally:
+        server.close()

@@ -159,11 +159,13 @@ class CellRunner:
         self.ceilings = measured.get("ceilings") or {}
         arch = d.arch if d.arch != "auto" else self.facts.get("arch", "")
         self.device = DeviceInfo(d.id, d.vendor, arch, self.facts.get("device_name", ""))
+        self.rival_forks: ForkServer | None = None  # a [[compare]]: the candidate toolchain's own fork server
         self.rival_env, self.rival_facts = self._rival()
 
     def _rival(self) -> tuple[dict, dict]:
         """A [[compare]]: the environment a candidate-toolchain worker starts with, and what that toolchain
-        imports (its own probe, facts only: the ceilings stay the device's, measured once above)."""
+        imports (its own probe, facts only: the ceilings stay the device's, measured once above). Its workers
+        and probe are forked from a fork server of that environment (one import of its framework per cell)."""
         rival = self.plan.rival
         if rival is None:
             return {}, {}
@@ -171,7 +173,10 @@ class CellRunner:
         env = {k: v for k, v in os.environ.items() if k not in own and k not in ENV_PASSED_ON}
         env.update(rival.env)
         scratch = Path(rival.scratch_dir)
-        measured = probe("cell_probe", [self.plan.cell.device.vendor, "0"], scratch, rival.python, env) or {}
+        scratch.mkdir(parents=True, exist_ok=True)
+        self.rival_forks = ForkServer.start(str(scratch), scratch / "forkserver.log", rival.python, env)
+        measured = probe("cell_probe", [self.plan.cell.device.vendor, "0"], scratch, rival.python, env,
+                         self.rival_forks) or {}
         facts = measured.get("facts") or {"runtime": f"cell probe failed: {tail(scratch / 'cell_probe.log')[-300:]}"}
         return env, facts
 
@@ -182,8 +187,9 @@ class CellRunner:
                     return  # not started, no row: `opmatrix run --resume` picks these jobs up
                 yield from self.run_group(group)
         finally:
-            if self.forks is not None:
-                self.forks.close()
+            for forks in (self.forks, self.rival_forks):
+                if forks is not None:
+                    forks.close()
             self._escaped("the cell's end")
 
     def run_group(self, jobs: list[JobSpec]) -> Iterator[Result]:
@@ -318,7 +324,7 @@ class CellRunner:
             return finish(job, Result(status=status.ENV_ERROR, phase="load",
                                             error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
                                 started_at, 0.0)
-        server = (Server(task, folder, env, self.plan.rival.python) if job.rival  # another environment's Python
+        server = (Server(task, folder, env, self.plan.rival.python, self.rival_forks) if job.rival  # its Python
                   else Server(task, folder, env, forks=self.forks))
         label = backend_label(job.backend, job.variant) + (" (A/A twin)" if suffix == "-aa-twin" else "")
         waiting = (lambda seconds, phase: self.on_now(

@@ -2,7 +2,8 @@
 and the cell's probe (facts and ceilings) before them.
 
 Starting a worker as a new interpreter costs a torch import (about 2 s of CPU) before the job does anything; a cell
-starts one per job, and one more per A/A twin. The fork server pays it once per cell. Each job still gets a fresh
+starts one per job, and one more per A/A twin. The fork server pays it once per cell (and once more for a
+[[compare]]'s candidate toolchain, whose own server runs that environment's Python). Each job still gets a fresh
 process of its own (forked from a server that has run no job and touched no device), its own process group, its
 own stdin, log and reply channel, and the environment the cell runner gives it; a crash, hang or device error still
 ends that process only. Only modules that start no thread and open no device at import are loaded in advance
@@ -183,13 +184,15 @@ class ForkServer:
         self.proc, self.name = proc, name
 
     @classmethod
-    def start(cls, label: str, log: Path) -> ForkServer | None:
+    def start(cls, label: str, log: Path, python: str = sys.executable, env: dict | None = None) -> ForkServer | None:
+        """A server in this environment, or in the one `python` and `env` name (a [[compare]]'s candidate
+        toolchain: its workers are forked from a server that imported that toolchain's framework)."""
         if os.environ.get("OPMATRIX_FORKSERVER", "1") == "0" or not sys.platform.startswith("linux"):
             return None
         name = f"opmatrix-forkserver-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         with open(log, "ab") as err:
-            proc = popen([sys.executable, "-m", "opmatrix.incell.forkserver", name, label], new_group=True,
-                         stdout=subprocess.PIPE, stderr=err)
+            proc = popen([python, "-m", "opmatrix.incell.forkserver", name, label], new_group=True,
+                         stdout=subprocess.PIPE, stderr=err, env=env)
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
         if not ready or proc.stdout.readline() != READY:
             kill_group(proc)
