@@ -25,6 +25,7 @@ intervals cover on stored runs.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ def _scipy():
     return stats
 
 
+@functools.lru_cache(maxsize=16)
 def _z(confidence: float) -> float:
     return float(_scipy().norm.ppf(0.5 + confidence / 2))
 
@@ -97,12 +99,14 @@ class Batch:
 
     def widened(self, term: ProcessTerm, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
         """(lo, hi) with the between-process term added (module docstring)."""
+        if not term.twins:  # no process term: the distribution-free bounds as they are
+            return np.fmin(self.lo, self.estimate), np.fmax(self.hi, self.estimate)
         s2 = self.within_se(confidence) ** 2
-        t2 = term.variance(self.spread) if term.twins else np.zeros_like(s2)
+        t2 = term.variance(self.spread)
         total = s2 + t2
         dof_within = np.maximum(self.n - 1, 1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            dof = total ** 2 / (s2 ** 2 / dof_within + (t2 ** 2 / term.twins if term.twins else 0.0))
+            dof = total ** 2 / (s2 ** 2 / dof_within + t2 ** 2 / term.twins)
         dof = np.where(np.isfinite(dof) & (dof > 0), dof, dof_within)
         reach = _scipy().t.ppf(0.5 + confidence / 2, np.maximum(dof, 1.0)) * np.sqrt(total)
         reach = np.where(t2 > 0, reach, 0.0)  # no process term: the distribution-free bounds as they are
@@ -144,6 +148,19 @@ def _median_bounds(sorted_values: np.ndarray, confidence: float):
     towards x_(j+1) and x_(n-j) by Hettmansperger and Sheather (1986) so that it covers `confidence`, not the
     next attainable level above it."""
     n = sorted_values.shape[1]
+    j, weight = _ranks(n, confidence)
+    x = sorted_values
+    lo, hi = x[:, j - 1], x[:, n - j]
+    if weight is not None:
+        lo = (1 - weight) * lo + weight * x[:, j]
+        hi = (1 - weight) * hi + weight * x[:, n - j - 1]
+    return np.median(x, axis=1), lo, hi
+
+
+@functools.lru_cache(maxsize=1024)
+def _ranks(n: int, confidence: float) -> tuple[int, float | None]:
+    """For n rounds: the rank j of _median_bounds and the interpolation weight towards the next rank (None: the
+    order statistics as they are). The same for every row of n rounds, so computed once per (n, confidence)."""
     binom = _scipy().binom
 
     def covered(j: int) -> float:  # P(x_(j) <= median <= x_(n-j+1))
@@ -152,11 +169,7 @@ def _median_bounds(sorted_values: np.ndarray, confidence: float):
     j = 1
     while j + 1 <= n // 2 and covered(j + 1) >= confidence:
         j += 1
-    x = sorted_values
-    lo, hi = x[:, j - 1], x[:, n - j]
     if j + 1 <= (n + 1) // 2 and covered(j) > confidence > covered(j + 1):
         share = (covered(j) - confidence) / (covered(j) - covered(j + 1))
-        weight = (n - j) * share / (j + (n - 2 * j) * share)
-        lo = (1 - weight) * lo + weight * x[:, j]
-        hi = (1 - weight) * hi + weight * x[:, n - j - 1]
-    return np.median(x, axis=1), lo, hi
+        return j, (n - j) * share / (j + (n - 2 * j) * share)
+    return j, None
