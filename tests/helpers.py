@@ -234,10 +234,11 @@ reason = "no test reads it (math and cudnn stand for the SDPA backends)"
 """
 
 
-def run_default_style(tmp_path, devices: list[str], extra: str = ""):
+def run_default_style(tmp_path, devices: list[str], extra: str = "", keep_scratch: bool = False):
     """The default matrix's shape (every kernel and backend, the CPU and the fleet devices h200 and mi300x) for
     the named devices, run on this host without Ray, less the variants no test reads (DEFAULT_STYLE's excludes) and
-    with `extra` TOML appended (excludes naming the run's own devices); returns (run folder, its rows)."""
+    with `extra` TOML appended (excludes naming the run's own devices); returns (run folder, its rows). With
+    keep_scratch the jobs' folders stay under tmp_path/scratch/default-style/<cell>/jobs."""
     import pandas as pd
 
     from opmatrix.run import run
@@ -246,7 +247,7 @@ def run_default_style(tmp_path, devices: list[str], extra: str = ""):
     matrix = tmp_path / "default-style.toml"
     matrix.write_text(DEFAULT_STYLE.format(devices="".join(DEFAULT_STYLE_DEVICES[d] for d in devices)) + extra)
     run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id="default-style", scratch_root=tmp_path / "scratch",
-                  scheduler=LocalScheduler())  # embedded Ray is covered by test_ray_cluster.py
+                  scheduler=LocalScheduler(), keep_scratch=keep_scratch)  # embedded Ray: test_ray_cluster.py
     return run_dir, pd.read_parquet(run_dir / "results.parquet")
 
 

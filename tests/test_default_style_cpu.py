@@ -2,7 +2,14 @@
 backend's answer (ok, correctness-only, unsupported with the reason). Its fleet devices, compile-only:
 test_compile_only_cells.py. Apart from test_nox_cells.py so that `--dist loadfile` runs the two side by side.
 The variants no test reads are left out of the matrix (tests/helpers.DEFAULT_STYLE's excludes, each with its reason),
-and its rounds stop at 10 (no assertion reads a speed)."""
+and its rounds stop at 10 (no assertion reads a speed).
+
+torch.compile's cold build is cold: on the CPU, inductor precompiles the headers of its C++ kernels into
+$TMPDIR/torchinductor_<user>/precompiled_headers, whatever TORCHINDUCTOR_CACHE_DIR says, so a machine-wide file
+made every job after the machine's first one faster than a first build. The adapter gives each job a temp folder
+of its own (backends/torch_compile.py environment()); the run's torch-compile job, forked from the cell's fork
+server (which imported torch before the job's environment was set), must leave its precompiled header in its own
+cache folder."""
 import pandas as pd
 import pytest
 
@@ -14,7 +21,7 @@ pytestmark = pytest.mark.integration
 def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
     """The default matrix's kernels and backends on this CPU: each backend's answer (ok, correctness-only,
     unsupported with the reason). Its fleet devices, compile-only: test_compile_only_cells.py."""
-    run_dir, full = run_default_style(tmp_path, ["cpu"])
+    run_dir, full = run_default_style(tmp_path, ["cpu"], keep_scratch=True)
     norm = {(r.device, r.backend, r.variant): r for r in full[full.kernel == "rmsnorm"].itertuples()}
     assert norm[("cpu", "torch", "default")].status == "ok" and norm[("cpu", "torch", "default")].rel_err < 1e-5
     triton_norm = norm[("cpu", "triton", "default")]
@@ -43,3 +50,6 @@ def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
     report = (run_dir / "report.md").read_text()
     for section in ("## Coverage", "## Correctness", "## Performance", "## Not run, unsupported or failed"):
         assert section in report
+    jobs = tmp_path / "scratch" / "default-style" / "cpu.host" / "jobs"  # torch-compile's cold build, above
+    headers = list(jobs.glob("*torch-compile*/cache/tmp/torchinductor_*/precompiled_headers/*.gch"))
+    assert headers and headers[0].stat().st_size > 0, sorted(p.name for p in jobs.iterdir())
