@@ -260,6 +260,8 @@ def process_terms(rows: list, aa: intervals.Batch, twins: dict[tuple, int]) -> d
     for i in twins.values():
         if aa.n[i] == aa.n[i]:
             by_run.setdefault((rows[i].run_id, rows[i].device), []).append(i)
+    if not by_run:  # no twin with rounds: no term (and no scipy import for a run without any)
+        return {}
     se = np.fmax(aa.median_se(), aa.within_se())
     return {key: ProcessTerm.from_twins(np.log(aa.estimate[idx]), se[idx], aa.spread[idx])
             for key, idx in by_run.items()}
