@@ -152,3 +152,32 @@ def test_the_pipelined_rmsnorm_design_is_warp_specialised_without_the_register_s
     assert specialised.count("tl::tma_load(") == 1 and "__launch_bounds__(384, 2)" in specialised
     assert "reg_alloc" not in specialised and "reg_dealloc" not in specialised
     assert "tl::tma_load(" not in plain and "cp_async" in plain and "__launch_bounds__(256, 4)" in plain
+
+
+def test_suite_cpu_charges_a_test_its_childrens_cpu_and_sums_it_per_file(tmp_path, capsys):
+    """tools/suite_cpu.py as a pytest plugin in a pytest of its own: a test that waits for a child burning CPU is
+    charged that CPU; the summary lists the file with it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_burn.py").write_text(
+        "import subprocess, sys\n"
+        "def test_burn():\n"
+        "    subprocess.run([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
+        "while time.process_time() - t < 0.5: pass'], check=True)\n"
+        "def test_idle():\n"
+        "    pass\n")
+    out = tmp_path / "cpu.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TOOLS), os.environ.get("PYTHONPATH", "")]),
+               SUITE_CPU_OUT=str(out))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "suite_cpu", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", str(tmp_path / "test_burn.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = {json.loads(line)["test"].split("::")[1]: json.loads(line) for line in out.read_text().splitlines()}
+    assert lines["test_burn"]["children_cpu_s"] >= 0.45 and lines["test_idle"]["children_cpu_s"] < 0.05
+    assert tool("suite_cpu").main([str(out)]) == 0
+    summary = capsys.readouterr().out
+    assert "2 tests in 1 files" in summary and "test_burn.py" in summary
