@@ -342,6 +342,7 @@ def test_a_kernel_whose_model_code_is_a_variant_is_measured_against_it_round_by_
     assert micro is None and "model's shape" in why  # never a speed-up of another shape against the model's code
 
 
+@pytest.mark.integration  # a validate of the tiny Llama, end to end, as its neighbours
 def test_cli_from_run_names_the_micro_speedup_of_the_baseline(tmp_path, capsys):
     folder = stored_run(tmp_path / "kernels-run")
     assert main(["validate", "llama", "--preset", "tiny", "--use", "rope=torch", "--from-run", str(folder),

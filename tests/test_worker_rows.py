@@ -1,7 +1,10 @@
 """What the worker writes into a row for each way a job ends: a broken plugin file is an env_error at load, a
 Built's configuration and cache are recorded, an untimed backend is correctness-only, compile-only builds return
-Compiled. The jobs run through the worker's phases in this process (tests.helpers.worker_row)."""
+Compiled. The jobs run through the worker's phases in this process (tests.helpers.worker_row), except
+where a worker process is started (integration: not in the fast lane)."""
 import json
+
+import pytest
 
 from opmatrix.core.jobs import DeviceInfo, Mode
 from tests.helpers import plugin_root, worker_process_row, worker_row
@@ -48,6 +51,7 @@ def test_a_broken_backend_adapter_is_an_env_error_at_load(tmp_path):
     assert (row.status, row.phase) == ("env_error", "load") and "TIMED" in row.error
 
 
+@pytest.mark.integration  # starts a worker process (worker_process_row)
 def test_built_config_and_cache_are_recorded(tmp_path):
     plugin_root(tmp_path, {"built": BUILT, "plain": GOOD})
     row = worker_process_row(tmp_path, "built", "probe", "quick", "float32")
@@ -63,6 +67,7 @@ def test_attributes_on_the_function_are_refused_not_lost(tmp_path):
     assert (row.status, row.phase) == ("env_error", "build") and "opmatrix.kit.Built" in row.error
 
 
+@pytest.mark.integration  # starts a worker process (worker_process_row)
 def test_an_untimed_backend_is_correctness_only_and_a_timed_one_is_timed(tmp_path):
     plugin_root(tmp_path, {"interp": GOOD, "timed": GOOD},
                 adapters={"interp": "def available(): return '1'\ndef timed(device): return device.is_gpu\n"})
