@@ -109,7 +109,7 @@ class Batch:
             dof = total ** 2 / (s2 ** 2 / dof_within + t2 ** 2 / term.twins)
         dof = np.where(np.isfinite(dof) & (dof > 0), dof, dof_within)
         reach = _scipy().t.ppf(0.5 + confidence / 2, np.maximum(dof, 1.0)) * np.sqrt(total)
-        reach = np.where(t2 > 0, reach, 0.0)  # no process term: the distribution-free bounds as they are
+        reach = np.where(t2 > 0, reach, 0.0)  # a row whose term is 0: its distribution-free bounds
         return np.fmin(self.lo, self.estimate * np.exp(-reach)), np.fmax(self.hi, self.estimate * np.exp(reach))
 
 
