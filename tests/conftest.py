@@ -12,16 +12,17 @@ os.environ.setdefault("OPMATRIX_HTML", "0")
 
 
 @pytest.fixture(scope="session", autouse=True)
-def kept_ceilings_of_this_session(tmp_path_factory):
-    """The host's kept ceilings ([run] ceilings_kept_h) in a folder of this pytest session's, shared by its xdist
-    workers (the parent of their base temp folders): the suite's cells measure once and serve each other, as a
-    user's runs on one host do, without reading or writing the user's own (~/.cache/opmatrix/ceilings)."""
-    from opmatrix.incell import kept_ceilings
+def host_cache_of_this_session(tmp_path_factory):
+    """What the host keeps between runs (kept ceilings, inductor's vector-ISA programs: opmatrix.incell.host_cache)
+    in a folder of this pytest session's, shared by its xdist workers (the parent of their base temp folders): the
+    suite's cells measure once and serve each other, as a user's runs on one host do, without reading or writing the
+    user's own (~/.cache/opmatrix)."""
+    from opmatrix.incell import host_cache
 
     shared = tmp_path_factory.getbasetemp()
     shared = shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(kept_ceilings.FOLDER_ENV, str(shared / "kept-ceilings"))
+        mp.setenv(host_cache.ROOT_ENV, str(shared / "host-cache"))
         yield
 
 

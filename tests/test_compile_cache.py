@@ -242,11 +242,11 @@ def test_a_timed_job_compiles_warm_from_its_kept_caches_and_its_row_says_so(kept
 
     import pandas as pd
 
-    from opmatrix.incell import kept_ceilings
+    from opmatrix.incell import host_cache
     from opmatrix.run import run
     from opmatrix.scheduling.local import LocalScheduler
 
-    monkeypatch.setenv(kept_ceilings.FOLDER_ENV, str(kept_project / "kept-ceilings"))
+    monkeypatch.setenv(host_cache.ROOT_ENV, str(kept_project / "kept-host"))
     ceilings = {}
 
     def row(run_id, **kw):

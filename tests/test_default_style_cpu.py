@@ -9,7 +9,7 @@ $TMPDIR/torchinductor_<user>/precompiled_headers, whatever TORCHINDUCTOR_CACHE_D
 made every job after the machine's first one faster than a first build. The adapter gives each job a temp folder
 of its own (backends/torch_compile.py environment()); the run's torch-compile job, forked from the cell's fork
 server (which imported torch before the job's environment was set), must leave its precompiled header in its own
-cache folder."""
+cache folder, and none of inductor's vector-ISA test programs (kept per host: opmatrix.kit.inductor_isa)."""
 import pandas as pd
 import pytest
 
@@ -53,3 +53,7 @@ def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
     jobs = tmp_path / "scratch" / "default-style" / "cpu.host" / "jobs"  # torch-compile's cold build, above
     headers = list(jobs.glob("*torch-compile*/cache/tmp/torchinductor_*/precompiled_headers/*.gch"))
     assert headers and headers[0].stat().st_size > 0, sorted(p.name for p in jobs.iterdir())
+    # inductor's probe of the CPU's vector ISAs ran before the build, its test programs kept per host
+    # (opmatrix.kit.inductor_isa): the job's cold folder holds the kernel's build only
+    probes = [p for p in jobs.glob("*torch-compile*/cache/inductor/**/*.cpp") if "__avx_chk_kernel" in p.read_text()]
+    assert not probes, probes

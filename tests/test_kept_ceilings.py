@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from opmatrix.incell import cell_probe, kept_ceilings
+from opmatrix.incell import cell_probe, host_cache, kept_ceilings
 
 CEILINGS = {"tflops": {"float32": 0.2}, "copy_gbps": 100.0, "how": "measured"}
 FACTS = {"device_name": "Intel(R) Xeon(R)", "arch": "x86_64", "driver": "", "runtime": "cpu", "torch": "2.13.0+cpu"}
@@ -54,7 +54,7 @@ def test_the_key_changes_with_the_device_software_threads_and_dtypes():
 def test_the_cell_probe_measures_keeps_and_then_serves_the_ceilings(tmp_path, monkeypatch):
     """Real measurements on this CPU: the first probe measures and keeps, the second is served the same numbers
     with their time, and one run at 0 hours measures again."""
-    monkeypatch.setenv(kept_ceilings.FOLDER_ENV, str(tmp_path / "kept"))
+    monkeypatch.setenv(host_cache.ROOT_ENV, str(tmp_path / "kept"))
 
     def probe(hours: str) -> dict:
         out = tmp_path / "probe.json"
@@ -63,7 +63,7 @@ def test_the_cell_probe_measures_keeps_and_then_serves_the_ceilings(tmp_path, mo
 
     first = probe("24")
     assert first["tflops"]["float32"] > 0 and "kept_from" not in first
-    assert len(list((tmp_path / "kept").glob("*.json"))) == 1
+    assert len(list((tmp_path / "kept" / "ceilings").glob("*.json"))) == 1
     second = probe("24")
     assert second.pop("kept_from") and second == first
     third = probe("0")

@@ -8,8 +8,8 @@ every cell, as before.
 
 The key: the host's name and boot (a reboot reloads drivers), the device's vendor, name and arch, the driver and
 runtime, the torch build, torch's thread count (a CPU's ceilings are one thread's rates times it), and the dtypes
-measured. Kept under the user's cache folder ($XDG_CACHE_HOME, else ~/.cache: opmatrix/ceilings/<key>.json; or
-$OPMATRIX_CEILINGS_DIR), per host like the device itself, written atomically (two cells may measure at once: the
+measured. Kept in the host's folder (opmatrix.incell.host_cache: ~/.cache/opmatrix/ceilings/<key>.json), per host
+like the device itself, written atomically (two cells may measure at once: the
 later file wins whole). A row whose ceilings were kept says when they were measured (Result.ceilings_kept), and so
 does the report's Measurement quality section. Stdlib only.
 """
@@ -18,22 +18,17 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import os
 import socket
 from pathlib import Path
 
-from opmatrix.incell import atomic
+from opmatrix.incell import atomic, host_cache
 
 KEY_FACTS = ("device_name", "arch", "driver", "runtime", "torch")  # of opmatrix.incell.facts.probe's output
 KEY_VERSION = 1  # raise when what a key covers, or how the ceilings are measured, changes
-FOLDER_ENV = "OPMATRIX_CEILINGS_DIR"  # another folder for them (the test suite keeps its own per session)
 
 
 def folder() -> Path:
-    if os.environ.get(FOLDER_ENV):
-        return Path(os.environ[FOLDER_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "opmatrix" / "ceilings"
+    return host_cache.folder("ceilings")
 
 
 def _boot_id() -> str:

@@ -2,7 +2,7 @@
 import importlib.util
 import shutil
 
-from opmatrix.kit import Unavailable, require
+from opmatrix.kit import Unavailable, inductor_isa, require
 
 COMPILES_ON_FIRST_CALL = True  # dynamo traces and inductor compiles at the first call
 
@@ -18,7 +18,11 @@ def covers(device) -> str | None:
     import torch
 
     if device.vendor == "cpu":
-        return None if shutil.which("g++") or shutil.which("c++") else "inductor on CPU needs a C++ compiler (g++)"
+        if not (shutil.which("g++") or shutil.which("c++")):
+            return "inductor on CPU needs a C++ compiler (g++)"
+        # before the build: the host's vector ISAs, whose test programs are kept per host (not the job's cold build)
+        inductor_isa.detect()
+        return None
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} sees no GPU on this host"
     if importlib.util.find_spec("triton") is None:
