@@ -61,3 +61,13 @@ def test_the_vector_isa_programs_are_built_once_per_host_and_never_in_a_jobs_fol
     assert _programs(host) == kept  # loaded, not built again
     for job in ("job-1", "job-2"):
         assert not _programs(tmp_path / job)  # a cold build's folder holds the kernel's build only
+
+
+def test_a_host_folder_that_cannot_be_made_leaves_the_probe_to_the_job(tmp_path, monkeypatch):
+    """A cache root that is a file (a read-only or odd home): nothing detected here, inductor's folder untouched,
+    no error; the job's build probes in its own folder as before."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(host_cache.ROOT_ENV, str(tmp_path / "file"))
+    monkeypatch.setenv(inductor_isa.CACHE_ENV, str(tmp_path / "job"))
+    assert inductor_isa.detect() == []
+    assert os.environ[inductor_isa.CACHE_ENV] == str(tmp_path / "job")

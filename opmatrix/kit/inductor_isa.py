@@ -24,15 +24,19 @@ CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 def detect() -> list[str]:
     """The vector ISAs inductor will use in this process, detected with its test programs kept in the host's
     folder (built there once, then only loaded). Inductor keeps the answer in memory, so this process's builds
-    never probe again. A torch whose inductor has no such detection returns [] and builds as before."""
+    never probe again. Where the host's folder cannot be made, or inductor has no such detection, it returns []
+    and the job's build probes in its own folder, as it did before."""
+    where = host_cache.folder(FOLDER)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return []
     try:
         from torch._inductor import cpu_vec_isa
     except ImportError:
         return []
     if not hasattr(cpu_vec_isa, "valid_vec_isa_list"):
         return []
-    where = host_cache.folder(FOLDER)
-    where.mkdir(parents=True, exist_ok=True)
     job_folder = os.environ.get(CACHE_ENV)
     os.environ[CACHE_ENV] = str(where)
     try:
