@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 
 from opmatrix.incell import host_cache
-from opmatrix.kit import inductor_isa
-
-pytestmark = pytest.mark.integration
+from opmatrix.kit import inductor_isa, scoped_env
 
 MARKER = "__avx_chk_kernel"  # the function of inductor's ISA test program (torch._inductor.cpu_vec_isa)
 DETECT = """
-import json, os, sys
+import json, os
 from opmatrix.kit import inductor_isa
 isas = inductor_isa.detect()
 print(json.dumps({"isas": isas, "after": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}))
@@ -38,7 +36,7 @@ def _detect(job_folder: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _programs(folder: Path) -> dict[str, float]:
+def _programs(folder: Path) -> dict[str, int]:
     """Inductor's ISA test programs under `folder`, built (.so) or written (.cpp), with their modification times."""
     found = {}
     for path in folder.rglob("*"):
@@ -49,6 +47,7 @@ def _programs(folder: Path) -> dict[str, float]:
     return found
 
 
+@pytest.mark.integration  # real torch in two fresh processes, and inductor's compilers
 @pytest.mark.skipif(not _x86_vector_cpu(), reason="inductor probes vector ISAs this way on x86 CPUs with AVX2")
 def test_the_vector_isa_programs_are_built_once_per_host_and_never_in_a_jobs_folder(tmp_path):
     host = host_cache.folder(inductor_isa.FOLDER)
@@ -71,3 +70,18 @@ def test_a_host_folder_that_cannot_be_made_leaves_the_probe_to_the_job(tmp_path,
     monkeypatch.setenv(inductor_isa.CACHE_ENV, str(tmp_path / "job"))
     assert inductor_isa.detect() == []
     assert os.environ[inductor_isa.CACHE_ENV] == str(tmp_path / "job")
+
+
+@pytest.mark.parametrize("before", [None, "the job's folder"])
+def test_a_scoped_variable_is_put_back_as_it_was(monkeypatch, before):
+    """kit.scoped_env.variable, which the probe and the TileLang helpers set their compilers' variables with: set
+    within the block, then restored, or removed when it was unset, also when the block raises."""
+    name = "OPMATRIX_TEST_SCOPED"
+    if before is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, before)
+    with pytest.raises(RuntimeError), scoped_env.variable(name, "inside"):
+        assert os.environ[name] == "inside"
+        raise RuntimeError
+    assert os.environ.get(name) == before

@@ -15,7 +15,8 @@ Submodules, imported where used: `aot` (compile-only builds), `tune` (TileLang's
 `cutlass` (nvcc, CUTLASS headers, cached shared libraries), `inductor_isa` (torch.compile's probe of a CPU's vector
 ISAs, kept per host); for issue 31's contestants `cubin` (a cubin's arch and resources), `nvidia` (the NVIDIA-only
 refusals), `cutile`, `cute_dsl` (their compile-only builds), `helion` (its fixed and autotuned variants) and `liger`
-(its interpreter probe). Stdlib only at import.
+(its interpreter probe); `scoped_env` (one environment variable set for a block, as compilers read their
+switches). Stdlib only at import.
 """
 from __future__ import annotations
 

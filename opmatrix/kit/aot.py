@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import shutil
 
 from opmatrix.incell.plugins import Compiled, Unsupported
-from opmatrix.kit import ptxas
+from opmatrix.kit import ptxas, scoped_env
 
 FLOAT_ARGS = ("eps", "scale")  # scalar kernel arguments passed as Python floats (rmsnorm's eps, attention's scale)
 
@@ -122,20 +121,16 @@ def _tilelang_ptxas_report():
         def emit(self, record: logging.LogRecord) -> None:
             lines.append(record.getMessage())
 
-    logger, handler, before = logging.getLogger("tilelang"), Collect(logging.INFO), os.environ.get(_VERBOSE)
+    logger, handler = logging.getLogger("tilelang"), Collect(logging.INFO)
     level = logger.level
-    os.environ[_VERBOSE] = "1"
-    logger.addHandler(handler)
-    logger.setLevel(min(level or logging.INFO, logging.INFO))
-    try:
-        yield lines
-    finally:
-        logger.setLevel(level)
-        logger.removeHandler(handler)
-        if before is None:
-            os.environ.pop(_VERBOSE, None)
-        else:
-            os.environ[_VERBOSE] = before
+    with scoped_env.variable(_VERBOSE, "1"):
+        logger.addHandler(handler)
+        logger.setLevel(min(level or logging.INFO, logging.INFO))
+        try:
+            yield lines
+        finally:
+            logger.setLevel(level)
+            logger.removeHandler(handler)
 
 
 _VERBOSE = "TILELANG_VERBOSE"  # TileLang 0.1.15: adds --ptxas-options=--verbose and logs nvcc's output

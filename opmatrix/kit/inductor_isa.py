@@ -13,9 +13,8 @@ build, timed into its own empty folder, is the kernel's. Stdlib only at import.
 """
 from __future__ import annotations
 
-import os
-
 from opmatrix.incell import host_cache
+from opmatrix.kit import scoped_env
 
 FOLDER = "inductor-isa"
 CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
@@ -37,12 +36,5 @@ def detect() -> list[str]:
         return []
     if not hasattr(cpu_vec_isa, "valid_vec_isa_list"):
         return []
-    job_folder = os.environ.get(CACHE_ENV)
-    os.environ[CACHE_ENV] = str(where)
-    try:
+    with scoped_env.variable(CACHE_ENV, str(where)):
         return [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
-    finally:
-        if job_folder is None:
-            os.environ.pop(CACHE_ENV, None)
-        else:
-            os.environ[CACHE_ENV] = job_folder

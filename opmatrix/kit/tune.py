@@ -16,6 +16,8 @@ import tempfile
 import time
 from typing import Callable
 
+from opmatrix.kit import scoped_env
+
 PASSES = 2
 
 
@@ -23,18 +25,14 @@ PASSES = 2
 def _tuner_scratch():
     """The autotuner writes autotuner.log into the working directory and caches results by source hash: keep the
     log out of the checkout and make every pass really tune."""
-    previous_dir, previous_flag = os.getcwd(), os.environ.get("TILELANG_AUTO_TUNING_DISABLE_CACHE")
-    os.environ["TILELANG_AUTO_TUNING_DISABLE_CACHE"] = "1"
-    with tempfile.TemporaryDirectory(prefix="opmatrix-tune-") as scratch:
+    previous_dir = os.getcwd()
+    with scoped_env.variable("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1"), \
+            tempfile.TemporaryDirectory(prefix="opmatrix-tune-") as scratch:
         os.chdir(scratch)
         try:
             yield
         finally:
             os.chdir(previous_dir)
-            if previous_flag is None:
-                os.environ.pop("TILELANG_AUTO_TUNING_DISABLE_CACHE", None)
-            else:
-                os.environ["TILELANG_AUTO_TUNING_DISABLE_CACHE"] = previous_flag
 
 
 def tilelang_autotune(program: Callable, space: list[dict], target: dict, warmup_ms: float = 10,
