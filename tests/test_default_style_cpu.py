@@ -4,15 +4,18 @@ test_compile_only_cells.py. Apart from test_nox_cells.py so that `--dist loadfil
 The variants no test reads are left out of the matrix (tests/helpers.DEFAULT_STYLE's excludes, each with its reason),
 and its rounds stop at 10 (no assertion reads a speed).
 
-torch.compile's cold build is cold: on the CPU, inductor precompiles the headers of its C++ kernels into
-$TMPDIR/torchinductor_<user>/precompiled_headers, whatever TORCHINDUCTOR_CACHE_DIR says, so a machine-wide file
-made every job after the machine's first one faster than a first build. The adapter gives each job a temp folder
-of its own (backends/torch_compile.py environment()); the run's torch-compile job, forked from the cell's fork
-server (which imported torch before the job's environment was set), must leave its precompiled header in its own
-cache folder, and none of inductor's vector-ISA test programs (kept per host: opmatrix.kit.inductor_isa)."""
+torch.compile's cold build is the same for every job: on the CPU, inductor precompiles the header of its C++
+kernels into $TMPDIR/torchinductor_<user>/precompiled_headers, whatever TORCHINDUCTOR_CACHE_DIR says, a machine-wide
+file the machine's first job would build inside its timing. The adapter gives each job a temp folder of its own
+(backends/torch_compile.py environment()) and links the host's kept header into it before the build
+(opmatrix.kit.inductor_header); the run's torch-compile job, forked from the cell's fork server (which imported
+torch before the job's environment was set), must find its header in its own cache folder, the host's one (not one
+it built), and none of inductor's vector-ISA test programs (kept per host: opmatrix.kit.inductor_isa)."""
 import pandas as pd
 import pytest
 
+from opmatrix.incell import host_cache
+from opmatrix.kit import inductor_header
 from tests.helpers import run_default_style
 
 pytestmark = pytest.mark.integration
@@ -52,7 +55,9 @@ def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
         assert section in report
     jobs = tmp_path / "scratch" / "default-style" / "cpu.host" / "jobs"  # torch-compile's cold build, above
     headers = list(jobs.glob("*torch-compile*/cache/tmp/torchinductor_*/precompiled_headers/*.gch"))
-    assert headers and headers[0].stat().st_size > 0, sorted(p.name for p in jobs.iterdir())
+    assert headers, sorted(p.name for p in jobs.iterdir())
+    kept = {p.stat().st_ino for p in host_cache.folder(inductor_header.FOLDER).rglob("*.gch")}
+    assert {p.stat().st_ino for p in headers} <= kept, (headers, kept)  # the host's header, linked, none built
     # inductor's probe of the CPU's vector ISAs ran before the build, its test programs kept per host
     # (opmatrix.kit.inductor_isa): the job's cold folder holds the kernel's build only
     probes = [p for p in jobs.glob("*torch-compile*/cache/inductor/**/*.cpp") if "__avx_chk_kernel" in p.read_text()]

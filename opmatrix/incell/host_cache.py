@@ -1,7 +1,7 @@
-"""The folder for what opmatrix keeps per host between runs: the measured ceilings (opmatrix.incell.kept_ceilings)
-and inductor's vector-ISA test programs (opmatrix.kit.inductor_isa). The user's cache folder ($XDG_CACHE_HOME, else
-~/.cache) holds them under opmatrix/, or $OPMATRIX_CACHE_DIR does (the test suite keeps its own per session).
-Stdlib only."""
+"""The folder for what opmatrix keeps per host between runs: the measured ceilings (opmatrix.incell.kept_ceilings) and
+inductor's vector-ISA test programs and precompiled header (opmatrix.kit.inductor_isa, inductor_header). The user's
+cache folder ($XDG_CACHE_HOME, else ~/.cache) holds them under opmatrix/, or $OPMATRIX_CACHE_DIR does (the test
+suite keeps its own per session). Stdlib only."""
 from __future__ import annotations
 
 import os

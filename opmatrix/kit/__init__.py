@@ -11,12 +11,12 @@
   the element-wise check counts in, for a spec's `elementwise_tolerance`).
 
 Submodules, imported where used: `aot` (compile-only builds), `tune` (TileLang's autotuner, twice), `triton_rules`
-(the backend hooks of anything Triton compiles: Triton's adapter and Liger-Kernel's),
-`cutlass` (nvcc, CUTLASS headers, cached shared libraries), `inductor_isa` (torch.compile's probe of a CPU's vector
-ISAs, kept per host); for issue 31's contestants `cubin` (a cubin's arch and resources), `nvidia` (the NVIDIA-only
-refusals), `cutile`, `cute_dsl` (their compile-only builds), `helion` (its fixed and autotuned variants) and `liger`
-(its interpreter probe); `scoped_env` (one environment variable set for a block, as compilers read their
-switches). Stdlib only at import.
+(the backend hooks of anything Triton compiles: Triton's adapter and Liger-Kernel's), `cutlass` (nvcc, CUTLASS
+headers, cached shared libraries), `inductor_isa` and `inductor_header` (torch.compile's probe of a CPU's vector
+ISAs and its precompiled C++ header, kept per host); for issue 31's contestants `cubin` (a cubin's arch and
+resources), `nvidia` (the NVIDIA-only refusals), `cutile`, `cute_dsl` (their compile-only builds), `helion` (its
+fixed and autotuned variants) and `liger` (its interpreter probe); `scoped_env` (one environment variable set for a
+block, as compilers read their switches). Stdlib only at import.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 import importlib.util
 import shutil
 
-from opmatrix.kit import Unavailable, inductor_isa, require
+from opmatrix.kit import Unavailable, inductor_header, inductor_isa, require
 
 COMPILES_ON_FIRST_CALL = True  # dynamo traces and inductor compiles at the first call
 
@@ -20,8 +20,10 @@ def covers(device) -> str | None:
     if device.vendor == "cpu":
         if not (shutil.which("g++") or shutil.which("c++")):
             return "inductor on CPU needs a C++ compiler (g++)"
-        # before the build: the host's vector ISAs, whose test programs are kept per host (not the job's cold build)
+        # before the build, kept per host (not the job's cold build): the host's vector ISAs, whose test programs
+        # inductor compiles, and torch's precompiled C++ header, linked into the job's folder
         inductor_isa.detect()
+        inductor_header.prepare()
         return None
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} sees no GPU on this host"
@@ -34,7 +36,8 @@ def environment(device, cache_dir) -> dict:
     # Cold compile time: an empty cache folder of the job's own for inductor and the Triton it drives, and a temp
     # folder of its own: inductor keeps the headers it precompiles for CPU kernels under
     # $TMPDIR/torchinductor_<user>/precompiled_headers whatever TORCHINDUCTOR_CACHE_DIR says, a machine-wide file
-    # that made every CPU build after the machine's first one faster than a cold build is.
+    # that the machine's first job would build inside its timing. The host's kept header is linked in there before
+    # the build instead (kit.inductor_header), so every job's build is the same.
     tmp = cache_dir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     return {"TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"), "TRITON_CACHE_DIR": str(cache_dir / "triton"),
