@@ -114,3 +114,16 @@ def test_a_scoped_variable_is_put_back_as_it_was(monkeypatch, before):
         assert os.environ[name] == "inside"
         raise RuntimeError
     assert os.environ.get(name) == before
+
+
+def test_a_header_build_that_fails_says_why_in_the_hosts_folder_and_is_not_tried_again(tmp_path, monkeypatch):
+    """The host's build makes no header (here its process exits with an error): prepare links nothing, no error,
+    the reason is kept beside where the header would be, and the next job does not pay a second attempt."""
+    monkeypatch.setenv(host_cache.ROOT_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(inductor_header, "WARM_UP", "import sys; sys.exit('no C++ compiler today')")
+    tried, build = [], inductor_header._build
+    monkeypatch.setattr(inductor_header, "_build", lambda host: (tried.append(host), build(host)))
+    assert inductor_header.prepare() == [] and inductor_header.prepare() == []
+    assert len(tried) == 1
+    (failed,) = host_cache.folder(inductor_header.FOLDER).glob(f"*/{inductor_header.FAILED}")
+    assert "exit 1" in failed.read_text() and "no C++ compiler today" in failed.read_text()

@@ -30,7 +30,8 @@ from opmatrix.incell import host_cache
 
 FOLDER = "inductor-header"
 HEADERS = "precompiled_headers"  # inductor's folder name under its machine-wide cache folder
-BUILD_TIMEOUT_S = 600
+FAILED = "build-failed.txt"  # why the host's build made no header: not tried again until the folder is deleted
+BUILD_TIMEOUT_S = 300  # the build takes about 15 s of one core; the other jobs of the host wait for it
 # A vectorised pointwise kernel: inductor precompiles the header with the same flags as for the jobs' kernels.
 WARM_UP = """
 import torch
@@ -61,12 +62,12 @@ def prepare() -> list[Path]:
         with open(host.parent / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one build per host; the others wait, then link
             kept = _kept(host)
-            if not kept:
+            if not kept and not (host / FAILED).is_file():
                 _build(host)
                 kept = _kept(host)
     except OSError:
         return []
-    return _link(kept, Path(default_cache_dir()) / HEADERS)
+    return _link(kept, Path(default_cache_dir()) / HEADERS) if kept else []
 
 
 def _key() -> str | None:
@@ -77,7 +78,7 @@ def _key() -> str | None:
         from torch._inductor.cpp_builder import get_cpp_compiler
         compiler = get_cpp_compiler()
         version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (ImportError, OSError, RuntimeError, subprocess.SubprocessError):
+    except Exception:  # noqa: BLE001 - whatever the compiler lookup raises: no kept header, the job builds its own
         return None
     facts = "\n".join([torch.__version__, os.path.dirname(torch.__file__), compiler, version])
     return hashlib.sha256(facts.encode()).hexdigest()[:16]
@@ -90,16 +91,21 @@ def _kept(host: Path) -> list[Path]:
 
 def _build(host: Path) -> None:
     """Compile the small kernel in a process whose temp folder is the host's: inductor precompiles the header
-    there. A failure leaves no header, and the jobs precompile their own."""
+    there. A build that makes no header leaves why in the host's folder (FAILED), and the jobs precompile their
+    own, as before."""
     env = dict(os.environ, TMPDIR=str(host))
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory(prefix="opmatrix-inductor-header-") as scratch:
         env["TORCHINDUCTOR_CACHE_DIR"] = scratch
         try:
-            subprocess.run([sys.executable, "-c", WARM_UP], env=env, capture_output=True, timeout=BUILD_TIMEOUT_S)
-        except (OSError, subprocess.SubprocessError):
-            pass
+            out = subprocess.run([sys.executable, "-c", WARM_UP], env=env, capture_output=True, text=True,
+                                 timeout=BUILD_TIMEOUT_S)
+            why = f"exit {out.returncode}\n{out.stderr[-4000:]}"
+        except (OSError, subprocess.SubprocessError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+    if not _kept(host):
+        (host / FAILED).write_text(f"no precompiled header was made by the build in {host}: {why}\n")
 
 
 def _link(kept: list[Path], headers: Path) -> list[Path]:
