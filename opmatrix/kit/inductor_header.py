@@ -93,9 +93,7 @@ def _build(host: Path) -> None:
     """Compile the small kernel in a process whose temp folder is the host's: inductor precompiles the header
     there. A build that makes no header leaves why in the host's folder (FAILED), and the jobs precompile their
     own, as before."""
-    env = dict(os.environ, TMPDIR=str(host))
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, TMPDIR=str(host))  # the job's own: its torch, and opmatrix on the cell's PYTHONPATH
     with tempfile.TemporaryDirectory(prefix="opmatrix-inductor-header-") as scratch:
         env["TORCHINDUCTOR_CACHE_DIR"] = scratch
         try:
