@@ -174,9 +174,6 @@ class RunSettings(_Model):
     timeout_s: float = Field(900, **SECONDS, description="per job (kernel x workload x dtype x backend x variant)")
     trials: int = Field(RUN_DEFAULTS.trials, ge=3, le=1000,
                         description="correctness trials, each with fresh random inputs")
-    seed: int = Field(RUN_DEFAULTS.seed,
-                      description="seed of the random inputs; correctness trials and the rounds' shuffles "
-                      "derive theirs from it")
     warmup_ms: float = Field(RUN_DEFAULTS.warmup_ms, ge=0, **MILLIS,
                              description="warm-up of the views timed outside the rounds "
                              "(second timing, CUDA graph, cross-check)")
@@ -200,11 +197,16 @@ class RunSettings(_Model):
     burst_ms: float = Field(RUN_DEFAULTS.burst_ms, gt=0, **MILLIS,
                             description="timing budget of one contestant's burst in a round")
     burst_warmup_ms: float = Field(RUN_DEFAULTS.burst_warmup_ms, ge=0, **MILLIS,
-                                   description="warm-up before each burst")
+                                   description="warm-up calls at the start of each burst, this long (at most a "
+                                   "quarter of the burst): checked like the others, their times left out")
+    burst_sets: int = Field(RUN_DEFAULTS.burst_sets, ge=1, le=4096,
+                            description="the most calls one burst holds: every call of a burst gets input "
+                            "buffers of its own, filled by the judge with contents no call has seen (fewer where "
+                            "that many sets of buffers per worker do not fit in half the free memory)")
     burst_calls: int = Field(RUN_DEFAULTS.burst_calls, ge=0, le=10000,
-                             description="at least this many calls per burst: a contestant whose "
-                             "call is slow gets a longer burst (its last round median × burst_calls) than burst_ms, "
-                             "so a burst averages over the power state's swings, not a handful of calls; 0: off")
+                             description="at least this many timed calls per burst (within burst_sets): a "
+                             "contestant whose call is slow gets a longer burst than burst_ms, so a burst averages "
+                             "over the power state's swings, not a handful of calls; 0: off")
     noise_target: float = Field(RUN_DEFAULTS.noise_target, ge=0, le=0.5, allow_inf_nan=False,
                                 description="extra rounds (within max_rounds "
                                 "and round_extra_s) while the A/A interval's half-width, as a fraction, is above "

@@ -1,21 +1,20 @@
-"""Test helpers: probe kernels and plugin folders, matrices over them, and jobs run by the worker in this process
-or in a worker process (as the cell runner starts it)."""
+"""Test helpers: probe kernels and plugin folders, matrices over them, and one job run through a worker process
+and the judge as the cell runner starts it."""
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import textwrap
 import uuid
 from pathlib import Path
 
 from opmatrix import paths
-from opmatrix.core.jobs import DeviceInfo, JobSpec, Mode, Settings, WorkerTask
+from opmatrix.core.jobs import (CellPlan, CellSpec, DeviceInfo, DeviceSpec, JobSpec, Mode, Settings, ToolchainSpec,
+                                WorkerTask)
 from opmatrix.core.result import Result
-from opmatrix.incell import plugins
-from opmatrix.incell.cell_runner import read_result
-from opmatrix.incell.servers import Server
-from opmatrix.incell.worker import Worker
+from opmatrix.incell import entry
+from opmatrix.incell.rounds import Contestant
+from opmatrix.incell.timed_rows import judged
 
 REPO = Path(__file__).resolve().parents[1]
 # A lightweight probe operator for scheduling and isolation tests: out = 2 * x on CPU tensors, whatever the device.
@@ -110,36 +109,45 @@ def copy_plugins(root: Path, kernel: str, files: list[str], backends: list[str])
         shutil.copy(paths.BUILTIN_BACKENDS / f"{name}.py", root / "backends" / f"{name}.py")
 
 
-def _task(root: Path, backend: str, kernel: str, workload: str, dtype: str, mode: Mode,
-          device: DeviceInfo) -> tuple[WorkerTask, Path]:
+def worker_task(root: Path, backend: str, kernel: str = "probe", workload: str = "quick", dtype: str = "float32",
+                device: DeviceInfo = CPU) -> tuple[WorkerTask, Path]:
+    """A worker's task for one job of the plugins under root, and its emptied folder (for a Server of its own)."""
     job = JobSpec(kernel, workload, dtype, backend, "default", 120)
-    task = WorkerTask(job=job, mode=mode, device=device, kernels_dir=str(root / "kernels"),
-                      backends_dir=str(root / "backends"), settings=Settings(trials=3, warmup_ms=1, rep_ms=5),
-                      attempt=uuid.uuid4().hex)
     folder = root / "jobs" / f"{kernel}-{backend}-{workload}-{dtype}"
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    task = WorkerTask(job=job, mode=Mode.RUN, device=device, kernels_dir=str(root / "kernels"),
+                      backends_dir=str(root / "backends"), settings=Settings(trials=3), attempt=uuid.uuid4().hex,
+                      workload={"n": 256, "sleep": 0}, cache_dir=str(folder / "cache"))
     return task, folder
 
 
-def worker_row(root: Path, backend: str, kernel: str = "probe", workload: str = "quick", dtype: str = "float32",
-               mode: Mode = Mode.RUN, device: DeviceInfo = CPU) -> Result:
-    """One job through the worker, in this process (its phases, not a subprocess)."""
-    task, folder = _task(root, backend, kernel, workload, dtype, mode, device)
-    return Worker(task, folder / "result.json").run()
-
-
-def worker_process_row(root: Path, backend: str, kernel: str, workload: str, dtype: str,
-                       forks=None) -> Result | None:
-    """One CPU job through a worker process, as the cell runner starts it (a timing server with the backend's
-    environment and a time limit; forked from `forks`, a fork server, where given), finished without timing rounds,
-    and its row as the cell runner reads it back; the cell's own probes (facts, ceilings) are skipped. Its folder:
+def job_row(root: Path, backend: str, kernel: str = "probe", workload: str = "quick", dtype: str = "float32",
+            mode: Mode = Mode.RUN, device: DeviceInfo = CPU, forks=None, settings: Settings | None = None) -> Result:
+    """One job through a worker process and the judge, as the cell runner starts it (forked from `forks`, a fork
+    server, where given): loaded, built, seated, its first call and correctness trials judged, then finished
+    without timing rounds; its row. The cell's own probes (facts, ceilings) are skipped. Its folder:
     root/jobs/<kernel>-<backend>-<workload>-<dtype> (the backend's caches under cache/)."""
-    task, folder = _task(root, backend, kernel, workload, dtype, Mode.RUN, CPU)
-    env = dict(os.environ, **plugins.load_backend(root / "backends", backend).environment(CPU, folder / "cache"))
-    server = Server(task, folder, env, forks=forks)
-    if server.wait_ready(task.job.timeout_s):  # passed correctness: no timing bursts asked, just its row
-        server.finish(task.job.timeout_s)
-    return read_result(folder / "result.json", task.attempt)
+    job = JobSpec(kernel, workload, dtype, backend, "default", 120)
+    cell = CellSpec(f"{device.id}.host", DeviceSpec(device.id, device.vendor, device.arch),
+                    ToolchainSpec("host", system=True), "test")
+    plan = CellPlan(run_id="job-row", cell=cell, jobs=(job,), settings=settings or Settings(trials=3),
+                    kernels_dir=str(root / "kernels"), backends_dir=str(root / "backends"),
+                    scratch_dir=str(root / "scratch"), mode=mode)
+    folder = root / "jobs" / f"{kernel}-{backend}-{workload}-{dtype}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    group = entry.Group(plan, [job], device)
+    try:
+        started = entry.Starter(plan, device, forks, None, {}, lambda text: None).start(job, group, folder,
+                                                                                       folder / "cache", twin=False)
+        if isinstance(started, Contestant):  # ready to time: no rounds asked, just its row
+            started.server.finish(job.timeout_s)
+            started.end()
+            return judged(started.row, started)
+        return started
+    finally:
+        group.close()
 
 
 CPU_DEVICE = """

@@ -8,11 +8,9 @@ import sys
 
 import pytest
 
-from opmatrix.core.jobs import Mode
-from opmatrix.incell.cell_runner import read_result
 from opmatrix.incell.forkserver import ForkServer
-from opmatrix.incell.servers import Server
-from tests.helpers import CPU, _task, plugin_root
+from opmatrix.incell.servers import Server, ServerGone
+from tests.helpers import job_row, plugin_root, worker_task
 
 pytestmark = pytest.mark.integration
 
@@ -48,36 +46,43 @@ def forks(tmp_path_factory):
     server.close()
 
 
-def start(forks, backend: str, **env) -> tuple[Server, object]:
+def start(forks, backend: str, **env) -> Server:
     root, server = forks
     plugin_root(root, IMPLS)
-    task, folder = _task(root, backend, "probe", "quick", "float32", Mode.RUN, CPU)
-    worker = Server(task, folder, dict(os.environ, **env), forks=server)
-    return worker, task
+    task, folder = worker_task(root, backend)
+    return Server(task, folder, dict(os.environ, **env), forks=server)
 
 
-def test_a_forked_worker_runs_the_job_in_its_own_process_group(forks):
-    worker, task = start(forks, "good", OPMATRIX_TEST_MARKER="from-the-runner")
+def test_a_forked_worker_runs_the_job_in_its_own_process_group(forks, monkeypatch):
+    worker = start(forks, "good", OPMATRIX_TEST_MARKER="from-the-runner")
     _, server = forks
     assert worker.proc.pid != server.proc.pid and os.getpgid(worker.proc.pid) == worker.proc.pid
-    assert worker.wait_ready(60)
+    assert worker.expect("loaded", 60)["backend_version"]
     worker.finish(60)
     assert worker.proc.returncode == 0
-    row = read_result(worker.result_path, task.attempt)
-    assert row is not None and row.status == "ok", worker.log_tail()
+    monkeypatch.setenv("OPMATRIX_TEST_MARKER", "from-the-runner")
+    row = job_row(forks[0], "good", forks=server)
+    assert row.status == "ok" and row.trials == 3, row.error
 
 
 def test_a_crash_is_the_workers_own_and_reported_like_a_subprocess(forks):
-    worker, task = start(forks, "segfault")
-    assert not worker.wait_ready(60)
+    worker = start(forks, "segfault")
+    worker.expect("loaded", 60)
+    worker.phase = "build"
+    with pytest.raises(ServerGone) as gone:
+        worker.request({"op": "build"}, "built", 60)
+    assert gone.value.row.status == "crashed" and "SIGSEGV" in gone.value.row.error
     assert worker.proc.returncode == -signal.SIGSEGV
-    good, _ = start(forks, "good", OPMATRIX_TEST_MARKER="after-a-crash")  # the server itself lives on
-    assert good.wait_ready(60)
+    good = start(forks, "good", OPMATRIX_TEST_MARKER="after-a-crash")  # the server itself lives on
+    assert good.expect("loaded", 60)
+    good.request({"op": "build"}, "built", 60)
     good.finish(60)
 
 
 def test_a_hung_worker_is_killed_with_its_group(forks):
-    worker, _ = start(forks, "hang")
+    worker = start(forks, "hang")
+    worker.expect("loaded", 60)
+    worker.channel.send({"op": "build"})
     with pytest.raises(subprocess.TimeoutExpired):
         worker.proc.wait(timeout=2)
     worker.kill()
@@ -124,16 +129,18 @@ def test_a_server_started_in_another_environment_forks_workers_that_import_from_
                 assert opmatrix_candidate_pin.VERSION == "2.0"
                 return lambda x, out: out.copy_(x * 2)
         """})
-        task, folder = _task(tmp_path, "pinned", "probe", "quick", "float32", Mode.RUN, CPU)
+        task, folder = worker_task(tmp_path, "pinned")
         worker = Server(task, folder, dict(os.environ), sys.executable, server)  # the runner's env: no such module
         assert worker.proc.pid != server.proc.pid
-        assert worker.wait_ready(60), worker.log_tail()
+        worker.expect("loaded", 60)
+        worker.request({"op": "build"}, "built", 60)
         worker.finish(60)
-        assert read_result(worker.result_path, task.attempt).status == "ok", worker.log_tail()
         # the same job started as a new interpreter in the runner's own environment cannot import it
-        task, folder = _task(tmp_path, "pinned", "probe", "quick", "float32", Mode.RUN, CPU)
+        task, folder = worker_task(tmp_path, "pinned")
         plain = Server(task, folder, dict(os.environ), sys.executable)
-        assert not plain.wait_ready(60)
-        assert "opmatrix_candidate_pin" in plain.log_tail() + str(read_result(plain.result_path, task.attempt))
+        plain.expect("loaded", 60)
+        with pytest.raises(ServerGone) as gone:
+            plain.request({"op": "build"}, "built", 60)
+        assert "opmatrix_candidate_pin" in gone.value.row.error + plain.log_tail()
     finally:
         server.close()

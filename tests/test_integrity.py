@@ -1,8 +1,11 @@
-"""Unit checks of the trust rules: the physics guard (opmatrix.core.metrics), the working-set copy ceiling, and
-the integrity helpers (opmatrix.incell.integrity) on real CPU tensors. The whole-run behaviour against cheating
-contestants is tests/adversarial."""
+"""Unit checks of the trust rules: the physics guard (opmatrix.core.metrics), the working-set copy ceiling, and the
+judge's checks (opmatrix.incell.integrity) on real CPU tensors and real processes' CPU clocks. The whole-run
+behaviour against cheating contestants is tests/adversarial."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -10,7 +13,7 @@ import torch
 
 from opmatrix.core import metrics, status
 from opmatrix.core.result import Result
-from opmatrix.incell import correctness, integrity
+from opmatrix.incell import integrity
 from opmatrix.incell.contract import PluginError
 
 CPU_CEILINGS = {"tflops": {"float32": 0.1}, "copy_gbps": 10.0,
@@ -50,103 +53,94 @@ def test_the_margin_is_stated_per_vendor_and_a_failed_row_is_left_alone():
     assert metrics.derive(failed, CPU_CEILINGS).status == status.MISMATCH
 
 
-def test_the_helpers_name_written_inputs_a_wrong_form_and_an_uninformative_reference():
+def test_the_helpers_name_written_inputs_and_an_uninformative_reference():
     a = torch.randn(4, 4)
-    kept = integrity.pristine((a, 3))
+    kept = (a.clone(), 3)
     assert integrity.changed_inputs((a, 3), kept) == ""
     a[0, 0] += 1
     assert integrity.changed_inputs((a, 3), kept) == "input 0 (4, 4): 1 of 16 elements changed"
-    like = torch.empty(4, 4)
-    assert integrity.output_form(torch.empty(4, 4), like) == ""
-    assert "dtype torch.float64" in integrity.output_form(torch.empty(4, 4, dtype=torch.float64), like)
-    assert "shape (4, 3)" in integrity.output_form(torch.empty(4, 3), like)
-    assert "not a tensor" in integrity.output_form([1.0], like)
     with pytest.raises(PluginError, match="all zero"):
         integrity.require_informative(torch.zeros(3, dtype=torch.float64), "spec.py")
     with pytest.raises(PluginError, match="non-finite"):
         integrity.require_informative(torch.tensor([1.0, float("nan")]), "spec.py")
+    with pytest.raises(PluginError, match="returns a tensor"):
+        integrity.require_informative([1.0], "spec.py")
     integrity.require_informative(torch.tensor([0.0, 1.0]), "spec.py")
 
 
-def _timed_call(kernel, returns_output=False) -> integrity.TimedCall:
-    def make(seed):
-        return (torch.randn(64, generator=torch.Generator().manual_seed(seed)),)
-
-    def reference(inputs):
-        return inputs[0].double() * 2
-
-    sets, _ = integrity.make_sets(make, lambda: torch.empty(64), reference, 11, "cpu")
-    return integrity.TimedCall(kernel, sets, returns_output, "cpu", lambda: correctness.Verdict(1e-6, 0, 1e-6),
-                               lambda seed: (make(seed), integrity.reference_of(reference, make(seed))), 500)
-
-
-def test_checked_calls_catch_a_kernel_that_skips_its_work_after_some_calls():
-    calls = [0]
-
-    def lazy(x, out):
-        calls[0] += 1
-        if calls[0] <= 3:
-            out.copy_(x * 2)
-
-    timed_call = _timed_call(lazy)
-    for _ in range(3):
-        timed_call()
-    with pytest.raises(integrity.Cheat, match="was wrong") as caught:
-        timed_call.after_burst([0.01] * 5)
-    assert caught.value.status == status.MISMATCH
+def test_marks_are_judged_on_the_judges_own_window_of_the_shared_clock():
+    window = (100.0, 100.010)
+    assert integrity.clock_fault([100.001, 100.002, 100.003, 100.004], 2, window, True) == ""
+    assert "outside the judge's own window" in integrity.clock_fault([60.0, 60.001, 60.002, 60.003], 2, window, True)
+    assert "outside" in integrity.clock_fault([100.001, 100.002, 100.003, 100.02], 2, window, True)
+    assert "backwards" in integrity.clock_fault([100.004, 100.002, 100.003, 100.005], 2, window, True)
+    assert "4 expected" in integrity.clock_fault([100.001, 100.002], 2, window, True)
+    assert integrity.clock_fault([100.001, 100.009], 5, window, False) == ""  # a GPU burst: its start and its end
+    assert "no clock marks" in integrity.clock_fault("forged", 1, window, False)
 
 
-@pytest.mark.parametrize("burst_calls", [0, 1, 2, 3])
-def test_a_kernel_that_returns_its_answer_for_the_last_pointer_it_saw_is_caught_whatever_the_bursts_length(
-        burst_calls):
-    """The cheat that escaped CI once: it recomputes only when its input's pointer differs from its last call's,
-    so a checked call on the buffers of the set it did not see last was honest. A burst's call count (odd or even,
-    as the machine's speed makes it) must not decide whether it is caught."""
-    kept = []
-
-    def remembers_last_pointer(x, out):
-        if not kept or kept[0][0] != x.data_ptr():
-            kept[:] = [(x.data_ptr(), x * 2)]
-        return kept[0][1]
-
-    timed_call = _timed_call(remembers_last_pointer, returns_output=True)
-    for _ in range(burst_calls):
-        timed_call()
-    with pytest.raises(integrity.Cheat, match="another set's contents in its input buffers") as caught:
-        timed_call.after_burst([0.01] * 5)
-    assert caught.value.status == status.MISMATCH
+def test_a_burst_where_most_calls_take_no_time_is_uneven_and_a_lost_time_slice_is_not():
+    assert integrity.uneven([8.0, 0.01, 0.01, 0.01, 8.0, 0.01, 0.01, 0.01])  # two calls do the work of eight
+    assert not integrity.uneven([1.0, 1.1, 0.9, 1.0, 25.0, 1.0, 1.0, 1.0])  # one call lost a 24 ms time slice
+    assert not integrity.uneven([1.0, 0.01])  # too few calls to say
 
 
-def test_an_honest_kernel_passes_every_check_and_is_not_judged_slower_than_its_bursts():
-    timed_call = _timed_call(lambda x, out: out.copy_(x * 2))
+def test_a_worker_busy_between_its_bursts_or_uneven_in_most_of_them_is_suspect():
+    quiet = integrity.Accounts(threads=1, device_is_cpu=True)
+    busy = integrity.Accounts(threads=1, device_is_cpu=True)
+    for accounts, idle in ((quiet, 0.0005), (busy, 0.05)):  # CPU used while waiting between two bursts
+        cpu = 0.0
+        for n in range(10):
+            cpu += idle
+            accounts.before(cpu, n * 1.0)
+            cpu += 0.1  # its burst
+            accounts.after(cpu, n * 1.0 + 0.1)
+    assert quiet.verdict() is None
+    status_, why = busy.verdict()
+    assert status_ == "suspect" and "while it was not being timed" in why
+    batcher = integrity.Accounts(threads=1, device_is_cpu=True)
     for _ in range(4):
-        timed_call.after_burst([0.01] * 5)
-    timed_call.judge()
-    assert timed_call.checks.passed == 4 * integrity.CHECKS_PER_BURST
-    assert len(timed_call.checks.fresh_ms) == 4
+        assert batcher.burst([4.0, 0.01, 0.01, 0.01], [0.0, 0.004, 0.004, 0.004, 0.004, 0.004, 0.004, 0.00403],
+                             (0.0, 0.005), 0.004, 0.0) == ""
+    assert "batch-and-skip" in batcher.verdict()[1]
 
 
-def test_a_slow_call_is_warmed_once_before_a_checked_call_and_a_quick_one_three_times():
-    """The warm-up before a checked call stops once it has lasted WARM_MS: a CPU kernel of half a second (TileLang's
-    CPU gemm in the default matrix) is not called three extra times per check."""
-    for sleep_s, warm in ((0, integrity.WARM_CALLS), (integrity.WARM_MS / 1e3, 1)):
-        calls = [0]
-
-        def kernel(x, out, sleep_s=sleep_s):
-            calls[0] += 1
-            time.sleep(sleep_s)
-            out.copy_(x * 2)
-
-        timed_call = _timed_call(kernel)
-        timed_call.after_burst([0.01] * 5)
-        assert calls[0] == integrity.CHECKS_PER_BURST * (warm + 1)
+def test_more_cores_than_pinned_during_a_burst_is_named():
+    accounts = integrity.Accounts(threads=1, device_is_cpu=True)
+    marks = [0.0, 0.010, 0.010, 0.020]
+    assert accounts.burst([10.0, 10.0], marks, (0.0, 0.021), 0.021, 0.0) == ""
+    assert "2.00 cores" in accounts.burst([10.0, 10.0], marks, (0.0, 0.021), 0.042, 0.0)
+    assert integrity.Accounts(threads=2, device_is_cpu=True).burst([10.0, 10.0], marks, (0.0, 0.021), 0.042,
+                                                                   0.0) == ""
 
 
-def test_checked_calls_on_fresh_contents_far_slower_than_the_bursts_are_suspect():
-    timed_call = _timed_call(lambda x, out: out.copy_(x * 2))
-    for _ in range(3):
-        timed_call.after_burst([0.01] * 5)
-    timed_call.checks.fresh_ms[:] = [5.0, 6.0, 7.0]  # as a kernel that computes only on contents it has not seen
-    with pytest.raises(integrity.Cheat, match="skipped work") as caught:
-        timed_call.judge()
-    assert caught.value.status == status.SUSPECT
+def test_marks_that_leave_most_of_each_burst_between_calls_are_suspect():
+    accounts = integrity.Accounts(threads=1, device_is_cpu=True)
+    for _ in range(3):  # calls reported as 6 ms of each 10 ms: 40 % of each burst unaccounted
+        accounts.burst([3.0, 3.0], [0.0, 0.003, 0.005, 0.008], (0.0, 0.009), 0.008, 0.0)
+    assert "between its calls" in accounts.verdict()[1]
+
+
+def test_the_judge_reads_another_processs_cpu_time_as_the_kernel_accounts_it():
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
+    try:
+        time.sleep(0.3)
+        first = integrity.process_cpu_s(spinner.pid)
+        time.sleep(0.5)
+        second = integrity.process_cpu_s(spinner.pid)
+        assert first is not None and second - first > 0.2  # it burned a core while this process slept
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert integrity.process_cpu_s(spinner.pid) is None  # gone
+    assert integrity.process_cpu_s(os.getpid()) > 0
+
+
+def test_gpu_work_outside_the_calls_events_is_suspect_and_the_flush_and_launches_are_not():
+    honest, hidden = (integrity.Accounts(threads=1, device_is_cpu=False, flush_ms=0.06) for _ in range(2))
+    for _ in range(3):  # 8 calls a burst: honest ones 2 ms of events each, 2.08 ms a call in all
+        assert honest.burst([2.0] * 8, [0.0, 0.0166], (0.0, 0.0166), None, 0.0) == ""
+        # the same bursts' time, but the events see 0.01 ms a call: the work ran elsewhere
+        assert hidden.burst([0.01] * 8, [0.0, 0.0166], (0.0, 0.0166), None, 0.0) == ""
+    assert honest.verdict() is None
+    assert "outside the timed events" in hidden.verdict()[1]

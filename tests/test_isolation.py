@@ -4,7 +4,8 @@ import pytest
 
 from opmatrix import plan as plan_mod
 from opmatrix.incell import servers
-from opmatrix.incell.cell_runner import SAMPLES_KEPT, run_cell
+from opmatrix.incell.cell_runner import run_cell
+from opmatrix.incell.timed_rows import SAMPLES_KEPT
 from opmatrix.matrix import load_matrix
 from tests.helpers import probe_adapter, probe_matrix, write_plugins
 

@@ -1,6 +1,5 @@
 """Measurement helpers: the timing loop's contract, roofline placement, the clock-drop rule and telemetry around a
 timing."""
-import sys
 import time
 import types
 
@@ -11,12 +10,35 @@ from opmatrix.core.metrics import roofline_pct
 from opmatrix.incell import measure, telemetry
 
 
-def test_wallclock_timing_returns_every_sample_within_budget():
-    timing = measure.time_callable(lambda: time.sleep(0.002), "cpu", warmup_ms=5, rep_ms=40)
+def test_a_burst_times_each_call_on_its_own_buffers_between_two_marks_of_the_shared_clock():
+    seen = []
+
+    def kernel(x, out):
+        seen.append((x, out))
+        time.sleep(0.002)
+
+    calls = [((i,), f"out{i}") for i in range(4)]
+    before = time.perf_counter()
+    timed = measure.Timer("cpu").time_calls(kernel, calls)
+    assert seen == [(i, f"out{i}") for i in range(4)]  # each call with its own inputs and output, in order
+    assert len(timed.samples_ms) == 4 and all(s >= 2.0 for s in timed.samples_ms)
+    assert len(timed.marks) == 8 and before <= timed.marks[0] and timed.marks[-1] <= time.perf_counter()
+    assert timed.samples_ms == [(timed.marks[2 * i + 1] - timed.marks[2 * i]) * 1e3 for i in range(4)]
+    assert timed.timer.startswith("wallclock")
+
+
+def test_a_returned_output_is_delivered_after_its_calls_end_mark():
+    delivered = []
+    timed = measure.Timer("cpu").time_calls(lambda x, out: x * 2, [((1,), None), ((2,), None)],
+                                            lambda i, returned: delivered.append((i, returned, time.perf_counter())))
+    assert [(i, r) for i, r, _ in delivered] == [(0, 2), (1, 4)]
+    assert timed.marks[1] <= delivered[0][2] <= timed.marks[2]  # between call 0's end and call 1's start
+
+
+def test_the_same_call_repeated_fills_its_budget():
+    timing = measure.time_repeated(lambda: time.sleep(0.002), "cpu", warmup_ms=5, rep_ms=40)
     assert measure.MIN_REPS <= len(timing.samples_ms) < 40
     assert all(s >= 2.0 for s in timing.samples_ms)
-    assert timing.p10_ms <= timing.median_ms <= timing.p90_ms
-    assert timing.timer.startswith("wallclock")
 
 
 def test_roofline_uses_the_binding_ceiling():
@@ -37,20 +59,6 @@ def test_clock_drop_flag():
     assert telemetry.summarize(start, dropped)["clock_dropped"] is True
     summary = telemetry.summarize(start, capped)
     assert summary["clock_dropped"] is True and summary["clock_events"] == "SwPowerCap"
-
-
-def test_deciles_come_from_statistics_quantiles():
-    timing = measure.Timing([0.0, 10.0], "test")  # interpolated between samples, not the nearest sample
-    assert (timing.p10_ms, timing.median_ms, timing.p90_ms) == (1.0, 5.0, 9.0)
-    assert measure.Timing([2.0], "test").p90_ms == 2.0
-
-
-def test_a_gpu_without_triton_cannot_time_and_says_why(monkeypatch):
-    monkeypatch.setitem(sys.modules, "triton", None)  # as in a cell whose environment lacks triton
-    monkeypatch.setitem(sys.modules, "triton.testing", None)
-    with pytest.raises(measure.TimerMissing, match=r"needs triton.testing.do_bench .* add triton to this toolchain"):
-        measure.time_callable(lambda: None, "cuda", warmup_ms=1, rep_ms=1)
-    assert not hasattr(measure, "_cuda_events")  # no second GPU timer of our own
 
 
 class FakeGpu:
@@ -105,6 +113,21 @@ def test_a_slow_call_gets_a_burst_of_at_least_burst_calls_calls():
     fast = Contestant(job=None, server=None, round_ms=[0.05])
     assert burst_ms(fast, settings) == 20  # 30 calls fit in burst_ms already
     assert burst_ms(slow, Settings(burst_ms=20)) == 20  # off by default
+
+
+def test_the_judge_sizes_each_burst_from_the_last_one_within_its_buffers():
+    from opmatrix.core.jobs import Settings
+    from opmatrix.incell.judge import Judge
+
+    def plan(estimate_ms, slots=32, **settings):
+        judge = types.SimpleNamespace(settings=Settings(**settings), slots=slots)
+        return Judge._plan(judge, types.SimpleNamespace(estimate_ms=estimate_ms))
+
+    assert plan(1.0, burst_ms=20, burst_warmup_ms=5) == (25, 5)  # 20 timed calls after 5 of warm-up
+    assert plan(0.01, burst_ms=20, burst_warmup_ms=5) == (32, 8)  # as many as its buffers hold: a quarter warm-up
+    assert plan(30.0, burst_ms=20, burst_warmup_ms=5) == (2, 1)  # a slow call: one warm-up, one timed
+    assert plan(3.0, burst_ms=20, burst_warmup_ms=0, burst_calls=10) == (10, 0)  # at least burst_calls timed
+    assert plan(1.0, slots=2, burst_ms=20, burst_warmup_ms=5) == (2, 0)  # no warm-up in a burst of two
 
 
 class _ScriptedServer:

@@ -14,7 +14,7 @@ import pytest
 
 from opmatrix.core.jobs import DeviceInfo, Mode
 from opmatrix.kit import cutlass, ptxas
-from tests.helpers import copy_plugins, worker_row
+from tests.helpers import copy_plugins, job_row
 
 STUB = r"""
 int opmatrix_gemm_relu_f16(int m, int n, int k, void *a, void *b, void *c, void *s, char *e, int l) { return 1; }
@@ -90,7 +90,7 @@ def test_compile_only_builds_through_a_copied_kernels_folder(toolchain):
     """No host has the sm_90: the worker builds the sm_90a device code here and never runs it (status compiles)."""
     root = toolchain / "plugins"
     copy_plugins(root, "gemm_relu", ["spec.py", "cutlass.py", "cutlass_gemm_relu.cu"], ["cutlass"])
-    row = worker_row(root, "cutlass", kernel="gemm_relu", workload="square_4096", dtype="float16",
+    row = job_row(root, "cutlass", kernel="gemm_relu", workload="square_4096", dtype="float16",
                      mode=Mode.COMPILE, device=DeviceInfo("h200", "nvidia", "sm_90", "H200"))
     assert row.status == "compiles", row.error
     assert "sm_90a cubin" in row.error and "CUTLASS 4.2.1" in row.error

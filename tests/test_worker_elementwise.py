@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.helpers import copy_plugins, probe_adapter, worker_process_row
+from tests.helpers import copy_plugins, job_row, probe_adapter
 
 pytestmark = pytest.mark.integration  # worker processes
 
@@ -40,7 +40,7 @@ def rows(tmp_path_factory):
     copy_plugins(root, "rmsnorm", ["spec.py", "torch.py"], ["torch"])
     (root / "kernels" / "rmsnorm" / "faulty.py").write_text(FAULTY)
     (root / "backends" / "faulty.py").write_text(probe_adapter())
-    return {(backend, dtype): worker_process_row(root, backend, "rmsnorm", "small_1024", dtype)
+    return {(backend, dtype): job_row(root, backend, "rmsnorm", "small_1024", dtype)
             for backend in ("torch", "faulty") for dtype in ("float16", "bfloat16")}
 
 

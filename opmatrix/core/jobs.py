@@ -103,7 +103,6 @@ class Settings:
     """The matrix [run] settings a cell runner and its workers use."""
 
     trials: int = 3
-    seed: int = 0
     warmup_ms: float = 25
     rep_ms: float = 100
     cuda_graph_below_ms: float = 0.05
@@ -114,7 +113,8 @@ class Settings:
     round_extra_s: float = 60
     burst_ms: float = 20
     burst_warmup_ms: float = 5
-    burst_calls: int = 0  # a burst lasts at least this many calls (of the contestant's last round median)
+    burst_sets: int = 32  # the most calls a burst holds: each call gets buffers and fresh contents of its own
+    burst_calls: int = 0  # a burst holds at least this many timed calls (within burst_sets)
     noise_target: float = 0  # extra rounds while the A/A interval's half-width is above this fraction (0: off)
     builds: int = 1  # independent builds of every contestant but the baseline, timed in the same rounds
     build_cache: str = "cold"  # "cold": each job compiles from an empty cache; "kept": its caches kept between runs
@@ -292,8 +292,7 @@ def _cell(data: dict) -> CellSpec:
 
 @dataclass(frozen=True)
 class WorkerTask:
-    """What one worker process is asked to do. `attempt` is unique to this start of the worker: the cell runner
-    accepts a result file only when it carries the same attempt."""
+    """What one worker process is asked to do. `attempt` is unique to this start of the worker (its log names it)."""
 
     job: JobSpec
     mode: Mode
@@ -302,6 +301,9 @@ class WorkerTask:
     backends_dir: str
     settings: Settings
     attempt: str
+    workload: dict[str, Any] = field(default_factory=dict)  # the workload's parameters, as build() receives them
+    cache_dir: str = ""  # the job's compiler caches: the backend's environment(device, cache_dir) points them here
+    pinned_env: dict[str, str] = field(default_factory=dict)  # what the toolchain pins: no contestant may change it
 
     def to_json(self) -> str:
         return json.dumps(_plain(self), sort_keys=True)

@@ -81,8 +81,14 @@ class Result:
     cupti_ms: float | None = None
     cupti_diff_pct: float | None = None  # (crosscheck_events_ms - cupti_ms) / cupti_ms
     timing_notes: str = ""  # why an optional view (graph replay, CUPTI) is missing
-    input_sets: int = 0  # timed calls rotated over this many seeded input sets (opmatrix.incell.integrity)
-    timed_checks: int = 0  # checked timed calls passed: inputs changed in place, output poisoned, then compared
+    # what the judge (opmatrix.incell.judge) observed: every call got input contents of its own, none seen before
+    input_sets: int = 0  # calls the row ran, correctness trials included: as many fresh input sets
+    timed_checks: int = 0  # of those, the calls whose outputs the judge compared with their references (all passed)
+    catch_p10: float | None = None  # the chance those checks had of seeing wrong outputs on a random tenth of the calls
+    judge_s: float | None = None  # the judge's own seconds for this row: its inputs, fills, checks and references
+    # CPU: the share (%) of its timed calls' wall time it waited for a core other processes held (a busy machine);
+    # taken out of its samples, checked against the kernel's own count
+    waited_pct: float | None = None
     # paired, interleaved timing (opmatrix.incell.rounds): every list is aligned by round
     pairing: str = ""  # "interleaved": shuffled rounds with the baseline and its A/A twin; "": timed alone (older)
     rounds: int = 0

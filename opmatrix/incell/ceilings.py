@@ -14,6 +14,7 @@ against the rate of the largest measured size that is not larger than its own by
 Measured by opmatrix.incell.cell_probe inside the cell's environment."""
 from __future__ import annotations
 
+import statistics
 import time
 
 from opmatrix.incell import measure
@@ -71,7 +72,7 @@ def _measure(torch_device: str, dtypes: list[str], warmup_ms: float | None, rep_
         a = torch.randn(n, n, device=torch_device).to(dt)
         b = torch.randn(n, n, device=torch_device).to(dt)
         c = torch.empty(n, n, device=torch_device, dtype=dt)
-        timing = measure.time_callable(lambda: torch.matmul(a, b, out=c), torch_device, warmup_ms, rep_ms)
+        timing = measure.time_repeated(lambda: torch.matmul(a, b, out=c), torch_device, warmup_ms, rep_ms)
         tflops[dtype] = 2.0 * n ** 3 / (_typical_ms(timing, torch_device) / 1e3) / 1e12
         sizes[dtype] = n
         del a, b, c
@@ -87,9 +88,9 @@ def _measure(torch_device: str, dtypes: list[str], warmup_ms: float | None, rep_
     return measured
 
 
-def _typical_ms(timing: measure.Timing, torch_device: str) -> float:
+def _typical_ms(timing: measure.Timed, torch_device: str) -> float:
     """A GPU's median call (power states vary from call to call); a CPU's best call (other processes only slow it)."""
-    return min(timing.samples_ms) if torch_device == "cpu" else timing.median_ms
+    return min(timing.samples_ms) if torch_device == "cpu" else statistics.median(timing.samples_ms)
 
 
 def _copy_gbps(moved: int, torch_device: str, warmup_ms: float, rep_ms: float) -> tuple[float, str]:
@@ -99,7 +100,7 @@ def _copy_gbps(moved: int, torch_device: str, warmup_ms: float, rep_ms: float) -
 
     src = torch.ones(moved // 8, device=torch_device)  # the values do not matter to a copy; randn costs a CPU 0.4 s
     dst = torch.empty_like(src)
-    timing = measure.time_callable(lambda: dst.copy_(src), torch_device, warmup_ms, rep_ms)
+    timing = measure.time_repeated(lambda: dst.copy_(src), torch_device, warmup_ms, rep_ms)
     return moved / (_typical_ms(timing, torch_device) / 1e3) / 1e9, timing.timer
 
 

@@ -1,39 +1,39 @@
-"""The cell runner: run every job of one cell, each in a fresh worker process with a time limit, and time the jobs
-of one (kernel, workload, dtype) together in rounds (opmatrix.incell.rounds) once they passed correctness.
+"""The cell runner: run every job of one cell, each in a fresh worker process with a time limit, and judge them:
+the jobs of one (kernel, workload, dtype) are built and checked, then timed together in rounds
+(opmatrix.incell.rounds), by a judge (opmatrix.incell.judge) that lives in this process and nowhere else.
+
+No contestant code is ever imported here: not a kernel implementation, not a backend adapter. This process holds
+what a verdict rests on (the spec it loaded itself, the seeds, the references, the clock, the rows); a worker
+holds only its own build and the buffers the judge hands it.
 
 `run_cell(plan)` yields one Result per job, whatever happens to the worker: a segfault becomes `crashed`, a hang
 `timeout`, and the next job goes on. Run as `python -m opmatrix.incell.cell_runner PLAN.json` inside the cell's
-environment, it prints each result as one `OPMATRIX-RESULT {json}` line the moment it exists. Stdlib only.
+environment, it prints each result as one `OPMATRIX-RESULT {json}` line the moment it exists. Stdlib only at import.
 
-Each job gets a scratch folder named by its full key, emptied before the job starts, and each worker start an
-attempt id: a result file is trusted only when it carries the attempt of the worker just run, so a file left by an
-earlier run, attempt or job can never become this job's row.
+Each job gets a scratch folder named by its full key, emptied before the job starts.
 """
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import json
 import os
 import shutil
-import statistics
 import sys
-import uuid
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 from opmatrix.core import metrics, status
-from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, WorkerTask, baseline_job
+from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, baseline_job
 from opmatrix.core.keys import JobKey
-from opmatrix.core.result import Result, backend_label
-from opmatrix.incell import compile_cache, plugins, telemetry
-from opmatrix.incell.result_file import read_result
-from opmatrix.incell.processes import (become_subreaper, die_with_parent, end_escaped, run_limited, signal_name, tail,
-                                       wait_limited)
-from opmatrix.incell.rounds import Contestant, Rounds, aligned
+from opmatrix.core.result import Result
+from opmatrix.incell import compile_cache, entry
+from opmatrix.incell.processes import become_subreaper, die_with_parent, end_escaped, run_limited, tail, wait_limited
+from opmatrix.incell.rounds import Contestant, Rounds
 from opmatrix.incell.forkserver import ForkServer
-from opmatrix.incell.servers import Server, ServerGone
+from opmatrix.incell.servers import ServerGone
+from opmatrix.incell.timed_rows import judged, kept_samples, timed
 
 RESULT_PREFIX = "OPMATRIX-RESULT "
 READY_LINE = "OPMATRIX-CELL-READY"  # the environment is built and the runner started: it may be shared now
@@ -43,10 +43,6 @@ NOW_PREFIX = "OPMATRIX-NOW "  # what the cell is doing between two rows (a group
 STAGE_PREFIX = "OPMATRIX-STAGE "
 ENV_PASSED_ON = ("PATH", "VIRTUAL_ENV", "PYTHONPATH")  # with the toolchain's own [toolchain] env
 PROBE_TIMEOUT_S = 300  # facts (imports) and ceilings (a few large matmuls), in one process
-# A row keeps at most this many timing samples (a fast kernel's rounds reach 100,000 calls, 0.8 MB of JSON): every
-# k-th in time order, the first and the last included (kept_samples). Its median and p10/p90 are computed from all
-# of them before, and `reps` is how many there were.
-SAMPLES_KEPT = 4096
 FACT_FIELDS = ("host", "device_name", "driver", "runtime", "python", "torch", "tilelang", "triton")
 
 
@@ -105,40 +101,6 @@ def out_of_memory(row: Result) -> bool:
     return row.status == status.OOM or "out of memory" in row.error.lower()
 
 
-def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contestant | None,
-          peer: Contestant | None = None, peer_toolchain: str = "") -> Result:
-    """The row with what the rounds measured: every sample, each round's median aligned with the baseline's and
-    the A/A twin's medians of the same rounds (and, for a candidate toolchain's row, its peer's under the
-    baseline toolchain), and telemetry over the rounds."""
-    samples = c.samples_ms
-    cuts = statistics.quantiles(samples, n=10, method="inclusive") if len(samples) > 1 else samples * 9
-    half = c.round_ms[len(c.round_ms) // 2:]
-    extra = telemetry.summarize(c.states[0], c.states[-1]) if c.states else {}
-    return dataclasses.replace(
-        result, **extra, pairing="interleaved" if c.block <= 1 else f"interleaved, block {c.block} (device memory)",
-        rounds=len(c.round_ms), rounds_s=round(c.rounds_s, 3), round_group=c.round_group, timer=c.timer,
-        samples_ms=samples, reps=len(samples),
-        median_ms=statistics.median(samples), p10_ms=cuts[0], p90_ms=cuts[-1],
-        rerun_median_ms=statistics.median(half) if half else None, round_ms=c.round_ms,
-        baseline_round_ms=aligned(base, c) if base is not None and base is not c else [],
-        aa_round_ms=aligned(twin, c), build_round_ms=[ms for b in c.builds for ms in aligned(b, c)],
-        timing_notes="; ".join(filter(None, [result.timing_notes, *builds_missing(c)])), round_position=c.positions,
-        peer_toolchain=peer_toolchain if peer is not None else "", peer_round_ms=aligned(peer, c),
-        round_sm_mhz=[s["sm_mhz"] for s in c.states if s.get("sm_mhz") is not None],
-        round_clock_events=[",".join(s.get("reasons", [])) for s in c.states])
-
-
-def builds_missing(c: Contestant) -> list[str]:
-    """Why a further build of `c` is not in its row's build_round_ms: it did not fit beside the others, or it
-    stopped before the rounds ended."""
-    out = list(c.notes)
-    for n, b in enumerate(c.builds, start=2):
-        if not aligned(b, c):
-            why = b.failure.row.error if b.failure is not None else "missed a round"
-            out.append(f"build {n} left out of the intervals: {why[:200]}")
-    return out
-
-
 class CellRunner:
     def __init__(self, plan: CellPlan, on_now: Callable[[str], None] | None = None,
                  on_stage: Callable[[tuple, str], None] | None = None) -> None:
@@ -161,6 +123,7 @@ class CellRunner:
         self.device = DeviceInfo(d.id, d.vendor, arch, self.facts.get("device_name", ""))
         self.rival_forks: ForkServer | None = None  # a [[compare]]: the candidate toolchain's own fork server
         self.rival_env, self.rival_facts = self._rival()
+        self.starter = entry.Starter(plan, self.device, self.forks, self.rival_forks, self.rival_env, self.on_now)
 
     def _rival(self) -> tuple[dict, dict]:
         """A [[compare]]: the environment a candidate-toolchain worker starts with, and what that toolchain
@@ -199,6 +162,13 @@ class CellRunner:
         of device memory beside the others, the ones already waiting are timed first (a block), and it starts
         again in the next block, beside only the baseline and its twin; its row says so. So does one that runs out
         during the rounds (once)."""
+        self.group = entry.Group(self.plan, jobs, self.device)
+        try:
+            yield from self._run_group(jobs)
+        finally:
+            self.group.close()
+
+    def _run_group(self, jobs: list[JobSpec]) -> Iterator[Result]:
         pending, base, twin, first_round, block = peers_adjacent(jobs), None, None, 0, 0
         base_job = baseline_job(jobs, self.plan.settings.baseline)
         again: dict[JobKey, str] = {}  # jobs that ran out of device memory during a block's rounds: why, by job key
@@ -213,7 +183,7 @@ class CellRunner:
                 if isinstance(started, Result) and out_of_memory(started) and any(c is not base for c in members):
                     peer = self._peer(pending[0], members)
                     if peer is not None and peer is not base:  # a pair is timed in one block, or it is not paired
-                        peer.server.kill()
+                        peer.end()
                         members.remove(peer)
                         pending.insert(0, peer.job)
                     break  # retried in the next block, with less beside it on the device
@@ -238,16 +208,17 @@ class CellRunner:
                 break
             self.on_stage(jobs[0].contest, "timing")
             rounds = Rounds(racers, base, self.plan.settings, first_round, self._round_progress(group, racers),
-                            settle=self.plan.rival is None)  # a toolchain pair stays together in every round
+                            settle=self.plan.rival is None,  # a toolchain pair stays together in every round
+                            bursts=self.group.judge)
             rounds.run()
             first_round += rounds.count
             yield from self._end_block(members, base, twin, racers, pending, again, block)
         if base is not None and base.job in self.plan.partners:
-            base.server.kill()  # timed only as the resumed contestants' partner: its row is already stored
+            base.end()  # timed only as the resumed contestants' partner: its row is already stored
         elif base is not None:
             yield self._timed_row(base, base, twin)
         if twin is not None:
-            twin.server.kill()
+            twin.end()
             self._escaped(f"the A/A twin of {group}")  # on no row: the twin has none
 
     def _round_progress(self, group: str, racers: list[Contestant]):
@@ -263,11 +234,12 @@ class CellRunner:
         back at the head of `pending` to be timed again in the next block."""
         for c in members:
             for b in c.builds:
-                b.server.kill()
+                b.end()
             if self._time_again(c, base, racers, again, block):
+                c.end()
                 pending.insert(0, c.job)
             elif c.job in self.plan.partners and c is not base:
-                c.server.kill()  # a resumed candidate's peer, timed beside it: its own row is already stored
+                c.end()  # a resumed candidate's peer, timed beside it: its own row is already stored
             elif c is not base:
                 yield self._timed_row(c, base, twin, self._peer(c.job, racers))
 
@@ -305,38 +277,20 @@ class CellRunner:
         return folder
 
     def _start(self, job: JobSpec, suffix: str = "") -> Contestant | Result:
-        """Start the job's worker and wait until it is ready to time, or ended with its row. The job itself (not
-        its A/A twin or further builds, which build cold) compiles into its kept caches under build_cache = "kept"."""
+        """Start the job's worker and take it through build, first call and correctness trials: a Contestant ready
+        to time, or the job's row. The job itself (not its A/A twin or further builds, which build cold) compiles
+        into its kept caches under build_cache = "kept"."""
         folder = self.job_folder(job, suffix)
         kept = None if suffix else compile_cache.kept_build(self.plan, job)
         if kept is not None:
             self.kept[self.plan.key(job)] = kept
-        finish = functools.partial(self._finish, own=not suffix)
-        task = WorkerTask(job=job, mode=self.plan.mode, device=self.device, kernels_dir=self.plan.kernels_dir_of(job),
-                          backends_dir=self.plan.backends_dir_of(job), settings=self.plan.settings,
-                          attempt=uuid.uuid4().hex)
         started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        try:
-            backend = plugins.load_backend(Path(task.backends_dir), job.backend)
-            cache = kept.folder if kept is not None else folder / "cache"
-            env = dict(self.rival_env if job.rival else os.environ, **backend.environment(self.device, cache))
-        except Exception as exc:
-            return finish(job, Result(status=status.ENV_ERROR, phase="load",
-                                            error=f"backend adapter failed to load: {type(exc).__name__}: {exc}"),
-                                started_at, 0.0)
-        server = (Server(task, folder, env, self.plan.rival.python, self.rival_forks) if job.rival  # its Python
-                  else Server(task, folder, env, forks=self.forks))
-        label = backend_label(job.backend, job.variant) + (" (A/A twin)" if suffix == "-aa-twin" else "")
-        waiting = (lambda seconds, phase: self.on_now(
-            f"{job.kernel} {job.workload} {job.dtype}: still building {label}, {seconds:.0f} s in phase {phase} "
-            f"(limit {job.timeout_s:g} s)"))
-        try:
-            ready = server.wait_ready(job.timeout_s, waiting)
-        except ServerGone as gone:
-            return finish(job, self._failed(server, gone), started_at, server.elapsed())
-        if not ready:
-            return finish(job, self._ended(server), started_at, server.elapsed())
-        return Contestant(job, server, started_at=started_at)
+        clock = time.perf_counter()
+        started = self.starter.start(job, self.group, folder, kept.folder if kept is not None else folder / "cache",
+                                     twin=suffix == "-aa-twin")
+        if isinstance(started, Contestant):
+            return started
+        return self._finish(job, started, started_at, time.perf_counter() - clock, own=not suffix)
 
     def _start_twin(self, job: JobSpec) -> Contestant | None:
         """The baseline once more, built independently: its ratio to the baseline is the noise floor."""
@@ -362,40 +316,45 @@ class CellRunner:
                                    "beside the others")
                 continue
             for c in (first, *first.builds):
-                c.server.kill()
+                c.end()
             return dataclasses.replace(build, error=f"build {n} of {self.plan.settings.builds}: {build.error}")
         return None
 
-    def _ended(self, server: Server) -> Result:
-        """The row of a worker that exited on its own: its result file if it is this attempt's, else why not."""
-        result = read_result(server.result_path, server.task.attempt)
-        code = server.proc.returncode
-        if result is None:
-            phase = server.phase("start")
-            how = f"killed by {signal_name(code)}" if code < 0 else f"exited with code {code}"
-            result = Result(status=status.CRASHED, phase=phase, error=f"worker {how} in phase {phase} without a result")
-        result.stderr_tail = server.log_tail()
-        return result
-
-    def _failed(self, server: Server, gone: ServerGone) -> Result:
-        """A worker that died or hung: what it had recorded (correctness) with the failure on top."""
-        row = read_result(server.result_path, server.task.attempt) or Result()
-        return dataclasses.replace(row, status=gone.row.status, phase=gone.row.phase, error=gone.row.error,
-                                   stderr_tail=server.log_tail())
-
     def _timed_row(self, c: Contestant, base: Contestant | None, twin: Contestant | None,
                    peer: Contestant | None = None) -> Result:
+        """A contestant's row once its rounds are over: what the rounds measured and the judge observed, or why it
+        failed (what its correctness trials found is kept)."""
+        if c.failure is None:
+            finding = c.seat.finding()
+            if finding is not None:
+                c.failure = ServerGone(finding)
+        row = c.row
         if c.failure is None:
             try:
+                row = self._views(c, timed(judged(dataclasses.replace(row, phase="done"), c), c, base, twin, peer,
+                                           self.plan.cell.toolchain.name))
                 c.server.finish(c.job.timeout_s)
             except ServerGone as gone:
                 c.failure = gone
+        c.end()
         if c.failure is not None:
-            return self._finish(c.job, self._failed(c.server, c.failure), c.started_at, c.server.elapsed())
-        result = self._ended(c.server)
-        if result.status == status.OK:
-            result = timed(result, c, base, twin, peer, self.plan.cell.toolchain.name)
-        return self._finish(c.job, result, c.started_at, c.server.elapsed())
+            gone = c.failure.row
+            row = dataclasses.replace(judged(c.row, c), status=gone.status, phase=gone.phase, error=gone.error,
+                                      stderr_tail=c.server.log_tail())
+        return self._finish(c.job, row, c.started_at, c.server.elapsed())
+
+    def _views(self, c: Contestant, row: Result) -> Result:
+        """The worker's extra GPU views of its call (CUDA-graph replay, CUPTI): informative, never judged."""
+        settings = self.plan.settings
+        if not self.device.is_gpu or not (settings.crosscheck or row.median_ms < settings.cuda_graph_below_ms):
+            return row
+        views, _ = c.server.request({"op": "views", "median_ms": row.median_ms}, "views", c.job.timeout_s)
+        found = {k: float(views[k]) for k in ("crosscheck_events_ms", "cupti_ms", "graph_median_ms")
+                 if isinstance(views.get(k), (int, float))}
+        if "cupti_ms" in found and "crosscheck_events_ms" in found and found["cupti_ms"] > 0:
+            found["cupti_diff_pct"] = 100.0 * (found["crosscheck_events_ms"] - found["cupti_ms"]) / found["cupti_ms"]
+        notes = [n[:300] for n in views.get("notes", []) if isinstance(n, str)]
+        return dataclasses.replace(row, **found, timing_notes="; ".join(filter(None, [row.timing_notes, *notes])))
 
     @staticmethod
     def _escaped(whose) -> list[str]:
@@ -419,14 +378,6 @@ class CellRunner:
                                       samples_ms=kept_samples(result.samples_ms), reps=result.reps or
                                       len(result.samples_ms), left_running=self._escaped(self.plan.key(job)))
         return metrics.derive(stamped, self.ceilings)
-
-
-def kept_samples(samples: list[float], most: int = SAMPLES_KEPT) -> list[float]:
-    """At most `most` of a row's samples, evenly spaced in time order (the first and the last always kept)."""
-    if len(samples) <= most:
-        return list(samples)
-    step = (len(samples) - 1) / (most - 1)
-    return [samples[round(i * step)] for i in range(most)]
 
 
 def run_cell(plan: CellPlan, on_now: Callable[[str], None] | None = None,

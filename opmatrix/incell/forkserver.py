@@ -11,8 +11,8 @@ ends that process only. Only modules that start no thread and open no device at 
 
 Protocol, over a Unix socket in the abstract namespace (no path, no length limit), one connection per worker:
     runner -> server   JSON {"main": "worker" | "cell_probe", "argv": [...], "env": {...}} with three descriptors
-                       (SCM_RIGHTS): the child's stdin, its log (stdout and stderr) and its reply channel; the
-                       child runs opmatrix.incell.<main>.main(argv)
+                       (SCM_RIGHTS): the child's stdin, its log (stdout and stderr) and its end of the judge's
+                       channel (opmatrix.incell.channel); the child runs opmatrix.incell.<main>.main(argv)
     server -> runner   {"pid": PID}, then, when the worker has exited, {"returncode": CODE} (-N: killed by signal N)
 The server dies with the cell runner (parent-death signal), and every worker dies with the server. Stdlib only.
 
@@ -33,12 +33,11 @@ import uuid
 from pathlib import Path
 
 from opmatrix.incell.processes import die_with_parent, kill_group, popen
-from opmatrix.incell.timing_server import REPLY_FD_ENV
+from opmatrix.incell.channel import CHANNEL_FD_ENV, WORKER_FD
 
 READY = b"ready\n"
 PRELOAD = ("torch",)
 MAINS = ("worker", "cell_probe")  # the modules a forked child may run (their main(argv))
-REPLY_FD = 3  # where a forked worker finds its reply channel
 MAX_MESSAGE = 1 << 20
 
 
@@ -78,12 +77,12 @@ def _run_worker(main: str, argv: list[str], env: dict, stdin: int, log: int, rep
         os.dup2(stdin, 0)
         os.dup2(log, 1)
         os.dup2(log, 2)
-        os.dup2(reply, REPLY_FD)
+        os.dup2(reply, WORKER_FD)
         for fd in (stdin, log, reply):
-            if fd > REPLY_FD:
+            if fd > WORKER_FD:
                 os.close(fd)
         os.environ.clear()
-        os.environ.update(env, **{REPLY_FD_ENV: str(REPLY_FD)})
+        os.environ.update(env, **{CHANNEL_FD_ENV: str(WORKER_FD)})
         sys.stdin = open(0, "r", closefd=False)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)

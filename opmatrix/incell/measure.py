@@ -1,22 +1,25 @@
-"""The one timing path. Every backend is timed here, the same way, so speed-ups compare like with like.
+"""The one timing path. Every contestant is timed here, the same way, so speed-ups compare like with like.
 
-GPU (CUDA and ROCm builds of torch): `triton.testing.do_bench`, the one GPU timer. It times each repetition with
-a pair of device events allocated up front, zeroes a 256 MB buffer between repetitions outside the timed pair (so
-every repetition starts with a cold L2, as a kernel inside a real model would), sizes the repetition count from a
-time budget, and returns every sample (`return_mode="all"`). A GPU cell without Triton cannot time: the timing
-phase fails saying so, rather than falling back to a second timer of our own that would need its own checking.
+`time_calls(fn, calls, device)` times a list of calls, each on buffers of its own (the judge's: every call of a
+burst gets input contents it has never seen), one after another, and returns every sample:
+- CPU: wall clock (`time.perf_counter`, which is CLOCK_MONOTONIC: the same clock in every process, so the judge
+  checks the marks against its own) read right before and right after each call. A process-CPU timer would add
+  up the time of every thread of a multi-threaded kernel, which is not the latency the caller sees. Beside each
+  call, the time the calling thread spent waiting for a core while other processes had it (the kernel's
+  `run_delay`, /proc/thread-self/schedstat): on a busy machine that is not the kernel's time, and the judge takes it
+  out once it has checked it against what the kernel says of the whole burst.
+- GPU: a pair of device events around each call, allocated up front, after a 256 MB buffer is zeroed outside the
+  timed pair (every call starts with a cold L2, as a kernel inside a real model would), one synchronisation at the
+  end: triton.testing.do_bench's method, over calls that each get their own buffers.
+A call whose implementation allocates its own output (RETURNS_OUTPUT) has it copied into the judge's output buffer
+right after its end mark, outside the timed window.
 
-`time_callable(call, device, warmup_ms, rep_ms)` takes a zero-argument call prepared elsewhere (the worker's
-`phases.prepare_timing`), so the same prepared call can be timed again later, in bursts, by whoever asks.
-
-CPU: wall-clock (`time.perf_counter`) around each call. A process-CPU timer would add up the time of every
-thread of a multi-threaded kernel, which is not the latency the caller sees.
-
-Two more views of a GPU row, each from a kept library's timer:
+Two more views of a GPU row, each from a kept library's timer, made by the worker after the rounds on buffers it
+keeps (informative only: they are not checked by the judge and no verdict reads them):
 - `graph_replay`: for launches too short for per-call events (below ~20 µs the CPU launch cost shows in the gap
   between the events), `triton.testing.do_bench_cudagraph` captures many calls in one CUDA graph and replays it:
   per-call device time without launch overhead. It does not flush L2 between calls (small working sets stay
-  resident, as they do inside a captured model step), so it is reported beside the event median, never instead.
+  resident, as they do inside a captured model step), so it is reported beside the event times, never instead.
 - `crosscheck_cupti`: the cross-check against the GPU's own kernel records: torch.profiler over CUPTI activity
   (the method of TileLang's profiler backend "cupti", without importing TileLang into every job) sums the device
   time of every kernel a call launches, on the same executions the events time. Events measure from the first
@@ -27,65 +30,144 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
-MIN_REPS = 5
-MAX_REPS = 10_000
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any L2 so far (H200: 50 MB, MI300X: 256 MB Infinity Cache)
 FLUSH_RANGE = "opmatrix-l2-flush"
+CPU_TIMER = "wallclock (perf_counter around each call)"
+GPU_TIMER = "cuda-events (L2 flushed before each call)"
 
 
 @dataclass
-class Timing:
+class Timed:
+    """What one burst of calls measured: a sample per call (ms), the marks on the shared monotonic clock (CPU: the
+    start and end of every call; GPU: the burst's start and its end after the synchronisation), and what each call
+    returned (RETURNS_OUTPUT)."""
+
     samples_ms: list[float]
+    marks: list[float]
     timer: str
-
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.samples_ms)
-
-    @property
-    def p10_ms(self) -> float:
-        return self._deciles()[0]
-
-    @property
-    def p90_ms(self) -> float:
-        return self._deciles()[-1]
-
-    def _deciles(self) -> list[float]:
-        """The 9 cut points between tenths of the samples, interpolated between samples (a single sample is
-        every decile)."""
-        if len(self.samples_ms) < 2:
-            return list(self.samples_ms) * 9
-        return statistics.quantiles(self.samples_ms, n=10, method="inclusive")
+    returned: list = field(default_factory=list)
+    waited_ms: list[float] = field(default_factory=list)  # CPU: each call's wait for a core ([]: not readable)
 
 
-class TimerMissing(RuntimeError):
-    """A GPU cell without triton.testing.do_bench, the one GPU timer."""
+class Timer:
+    """The one timing function of a device kind, with what it allocates once per worker (the GPU's flush buffer)."""
+
+    def __init__(self, torch_device: str) -> None:
+        self.torch_device = torch_device
+        self._flush = None
+        self._waited = run_delay_reader() if torch_device == "cpu" else None
+
+    def time_calls(self, fn: Callable, calls: list[tuple[tuple, object]], deliver: Callable | None = None) -> Timed:
+        """Each of `calls` ((inputs, out) pairs) timed once, in order. `deliver(i, returned)`, where given, runs
+        right after call i's end mark (outside the timed window)."""
+        if self.torch_device == "cpu":
+            return self._wallclock(fn, calls, deliver)
+        return self._events(fn, calls, deliver)
+
+    def _wallclock(self, fn, calls, deliver) -> Timed:
+        marks, waits, clock, waited = [], [], time.perf_counter, self._waited
+        for i, (inputs, out) in enumerate(calls):
+            before = waited()
+            start = clock()
+            returned = fn(*inputs, out)
+            end = clock()
+            marks += [start, end]
+            waits.append(waited() - before)
+            if deliver is not None:
+                deliver(i, returned)
+        samples = [(marks[2 * i + 1] - marks[2 * i]) * 1e3 for i in range(len(calls))]
+        readable = all(w >= 0 for w in waits)
+        return Timed(samples, marks, CPU_TIMER,
+                     waited_ms=[min(w / 1e6, s) for w, s in zip(waits, samples)] if readable else [])
+
+    def _events(self, fn, calls, deliver) -> Timed:
+        import torch
+
+        if self._flush is None:
+            self._flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=self.torch_device)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in calls]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in calls]
+        torch.cuda.synchronize()
+        begin = time.perf_counter()
+        for i, (inputs, out) in enumerate(calls):
+            self._flush.zero_()
+            starts[i].record()
+            returned = fn(*inputs, out)
+            ends[i].record()
+            if deliver is not None:
+                deliver(i, returned)
+        torch.cuda.synchronize()  # device-wide: work on any stream has finished when the burst is reported
+        finished = time.perf_counter()
+        return Timed([s.elapsed_time(e) for s, e in zip(starts, ends)], [begin, finished], GPU_TIMER)
+
+    def flush_times(self, count: int) -> list[float]:
+        """GPU: the flush alone, `count` times, each timed by a pair of events (ms)."""
+        import torch
+
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+        for start, end in pairs:
+            start.record()
+            self._flush.zero_()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) for start, end in pairs]
 
 
-def time_callable(call: Callable[[], object], torch_device: str, warmup_ms: float, rep_ms: float) -> Timing:
-    """Every sample of `call()` over a budget of `rep_ms` after `warmup_ms` of warm-up: the one timing function."""
-    if torch_device == "cpu":
-        return _wallclock(call, warmup_ms, rep_ms)
+def run_delay_reader():
+    """A function returning the calling thread's run_delay so far (ns waiting on a run queue), or -1 where the
+    kernel does not keep it."""
+    import os
+
     try:
-        from triton.testing import do_bench
-    except ImportError as exc:
-        raise TimerMissing(f"timing on {torch_device} needs triton.testing.do_bench (L2 flushed between "
-                           f"repetitions, budgeted repetitions) and triton is not importable here ({exc}); add "
-                           "triton to this toolchain's packages") from None
-    samples = do_bench(call, warmup=warmup_ms, rep=rep_ms, return_mode="all")
-    return Timing([float(s) for s in samples], "cuda-events (triton.testing.do_bench, L2 flushed)")
+        fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    except OSError:
+        return lambda: -1
+
+    def read() -> int:
+        return int(os.pread(fd, 128, 0).split()[1])
+    return read
 
 
-def graph_replay(fn: Callable[[], object], rep_ms: float) -> Timing:
-    """Per-call time of `fn` replayed from a CUDA graph (no launch overhead, L2 warm). Raises if `fn` cannot be
-    captured (host synchronisation, CPU-side control flow on device values)."""
+def thread_run_delay_s(pid: int) -> float | None:
+    """Another process's main thread's run_delay so far (s), as the kernel keeps it; None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+MIN_REPS, MAX_REPS = 5, 10_000
+
+
+def time_repeated(fn: Callable[[], object], torch_device: str, warmup_ms: float, rep_ms: float) -> Timed:
+    """The same zero-argument call, repeated by the one timing function (Timer.time_calls): after `warmup_ms` of
+    warm-up, as many calls as `rep_ms` holds (judged from the first call), every sample returned. For what is not a
+    contestant: the device's ceilings, a model's step in `opmatrix validate`."""
+    timer = Timer(torch_device)
+
+    def call(*_):
+        return fn()
+
+    first = timer.time_calls(call, [((), None)])
+    estimate = max(statistics.fmean(first.samples_ms), 1e-4)
+    warm = min(MAX_REPS, int(warmup_ms / estimate))
+    if warm:
+        timer.time_calls(call, [((), None)] * warm)
+    reps = max(MIN_REPS, min(MAX_REPS, int(rep_ms / estimate)))
+    return timer.time_calls(call, [((), None)] * reps)
+
+
+def graph_replay(fn: Callable[[], object], rep_ms: float) -> float:
+    """The median per-call time (ms) of `fn` replayed from a CUDA graph (no launch overhead, L2 warm). Raises if
+    `fn` cannot be captured (host synchronisation, CPU-side control flow on device values)."""
     from triton.testing import do_bench_cudagraph
 
     samples = do_bench_cudagraph(fn, rep=rep_ms, return_mode="all")
-    return Timing([float(s) for s in samples], "cuda-graph replay (triton.testing.do_bench_cudagraph)")
+    return statistics.median(float(s) for s in samples)
 
 
 def crosscheck_cupti(fn: Callable[[], object], calls: int) -> tuple[float, float]:
@@ -123,20 +205,6 @@ def crosscheck_cupti(fn: Callable[[], object], calls: int) -> tuple[float, float
     if kernels_us <= flush_us:
         raise RuntimeError("CUPTI recorded no kernel time for the call (profiler without CUDA activity?)")
     return events_ms, (kernels_us - flush_us) / calls / 1e3
-
-
-def _wallclock(fn: Callable[[], object], warmup_ms: float, rep_ms: float) -> Timing:
-    fn()
-    deadline = time.perf_counter() + warmup_ms / 1e3
-    while time.perf_counter() < deadline:
-        fn()
-    samples: list[float] = []
-    budget_end = time.perf_counter() + rep_ms / 1e3
-    while len(samples) < MIN_REPS or (time.perf_counter() < budget_end and len(samples) < MAX_REPS):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e3)
-    return Timing(samples, "wallclock (perf_counter)")
 
 
 def release_cached(torch_device: str) -> None:

@@ -1,14 +1,14 @@
-"""The phases of one job, one function each: load -> coverage -> build -> first call -> correctness -> timing ->
-extra views. The worker (opmatrix.incell.worker) runs them in order and records the phase reached; a phase that
-ends the job raises JobFailed(status, error), and what it learns goes into the row (`result`) as it goes.
+"""The worker's own phases, one function each: load the backend adapter (its environment, its version, whether it
+covers the device), load the implementation, build it, or build it for a device no host has (compile-only). A phase
+that ends the job raises JobFailed(status, error): the worker reports it and the judge makes the row.
 
-Timing is not a phase here: `prepare_timing` makes the zero-argument call, and the worker then serves timing bursts
-of it to the cell runner (opmatrix.incell.timing_server), which interleaves every contestant in rounds. Nothing is
-built or checked twice.
+Correctness and timing are not the worker's: the judge (opmatrix.incell.judge, in the cell runner) hands the built
+function its inputs, checks its outputs and keeps the clock. Nothing here sees a reference or a seed.
 """
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -18,8 +18,7 @@ from typing import Callable
 
 from opmatrix.core import status
 from opmatrix.core.jobs import Mode, WorkerTask
-from opmatrix.core.result import Result, clean_float
-from opmatrix.incell import correctness, integrity, measure, plugins
+from opmatrix.incell import plugins
 from opmatrix.incell.plugins import Backend, Built, Compiled, PluginError, Unavailable, Unsupported
 
 
@@ -32,9 +31,12 @@ class JobFailed(Exception):
 
 
 def failure_status(exc: BaseException, otherwise: str) -> str:
-    """oom when the device ran out of memory (torch's OutOfMemoryError, CUDA_ERROR_OUT_OF_MEMORY through Triton or
-    CuPy, hipErrorOutOfMemory), else `otherwise`."""
-    if any(c.__name__ == "OutOfMemoryError" for c in type(exc).__mro__) or "out of memory" in str(exc).lower():
+    """oom when the device or the host ran out of memory (torch's OutOfMemoryError, CUDA_ERROR_OUT_OF_MEMORY
+    through Triton or CuPy, hipErrorOutOfMemory, Python's MemoryError, an allocator's "can't allocate memory"),
+    else `otherwise`."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    text = str(exc).lower()
+    if names & {"OutOfMemoryError", "MemoryError"} or "out of memory" in text or "can't allocate memory" in text:
         return status.OOM
     return otherwise
 
@@ -44,37 +46,48 @@ def describe(exc: BaseException) -> str:
     return text if len(text) < 2000 else text[:2000] + " ..."
 
 
+def raised_at(exc: BaseException, path: Path) -> str:
+    """'FILE:LINE' of the deepest frame of `exc`'s traceback inside `path` (else its deepest frame)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    inside = [f for f in frames if Path(f.filename).resolve() == Path(path).resolve()]
+    frame = (inside or frames or [None])[-1]
+    return f"{frame.filename}:{frame.lineno}" if frame is not None else str(path)
+
+
 @dataclass(frozen=True)
 class Loaded:
-    """The job's plugin files, loaded and checked, and its workload."""
+    """The job's plugin files, loaded and checked."""
 
     backend: Backend
-    spec: ModuleType
     impl: ModuleType
     impl_file: str  # kernels/<op>/<file>.py, as messages name it
-    workload: dict
 
     @property
     def returns_output(self) -> bool:
         return getattr(self.impl, "RETURNS_OUTPUT", False)
 
 
-@dataclass(frozen=True)
-class Case:
-    """One set of inputs and the output buffer the kernel writes."""
-
-    inputs: tuple
-    out: object
-
-
-def load_backend(task: WorkerTask, result: Result) -> Backend:
-    """The backend first: a package that is not installed is `not_installed` before anything imports it."""
-    backend = plugins.load_backend(Path(task.backends_dir), task.job.backend)
+def load_backend(task: WorkerTask, check_environment: Callable[[dict], str]) -> tuple[Backend, str]:
+    """The backend adapter, its environment applied to this process (compiler caches pointed into the job's own
+    folder) and the version it imports. A package that is not installed is `not_installed` before anything else
+    imports it; an environment that overrides what the toolchain pins is refused (`check_environment` says why)."""
+    path = Path(task.backends_dir) / plugins.module_file(task.job.backend)
     try:
-        result.backend_version = backend.available()
+        backend = plugins.load_backend(Path(task.backends_dir), task.job.backend)
+    except PluginError:
+        raise
+    except Exception as exc:  # the adapter's own import failed: an environment fault, named with its file and line
+        raise PluginError(f"backend adapter failed to load: {describe(exc)} ({raised_at(exc, path)})") from None
+    env = backend.environment(task.device, Path(task.cache_dir))
+    clash = check_environment(env)
+    if clash:
+        raise PluginError(f"{backend.path}: {clash}; a backend sets only its own variables (compiler caches)")
+    os.environ.update(env)
+    try:
+        version = backend.available()
     except Unavailable as exc:
         raise JobFailed(status.NOT_INSTALLED, str(exc)) from None
-    return backend
+    return backend, version
 
 
 def check_coverage(backend: Backend, task: WorkerTask) -> None:
@@ -84,27 +97,20 @@ def check_coverage(backend: Backend, task: WorkerTask) -> None:
         raise JobFailed(status.UNSUPPORTED, reason)
 
 
-def load_kernel(task: WorkerTask, backend: Backend, result: Result) -> Loaded:
+def load_kernel(task: WorkerTask, backend: Backend) -> Loaded:
     job, kernels_dir = task.job, Path(task.kernels_dir)
-    spec = plugins.load_spec(kernels_dir, job.kernel)
     impl_file = f"kernels/{job.kernel}/{plugins.module_file(job.backend)}"
     if not plugins.impl_path(kernels_dir, job.kernel, job.backend).is_file():
         raise JobFailed(status.UNSUPPORTED, f"no implementation: {impl_file} does not exist")
-    impl = plugins.load_impl(kernels_dir, job.kernel, job.backend)
-    workload = dict(job.params) if job.params else spec.WORKLOADS[job.workload]
-    result.shape = spec.describe(workload)
-    result.flops = float(spec.flops(workload))
-    result.min_bytes = float(spec.min_bytes(workload, job.dtype))
-    result.tolerance = float(spec.tolerance(job.dtype))
-    return Loaded(backend, spec, impl, impl_file, workload)
+    return Loaded(backend, plugins.load_impl(kernels_dir, job.kernel, job.backend), impl_file)
 
 
-def _invoke(make: Callable, loaded: Loaded, task: WorkerTask):
+def _invoke(make: Callable, task: WorkerTask):
     """build / compile_for: Unsupported is a coverage answer, a PluginError a broken file, anything else a
     compile error."""
     job = task.job
     try:
-        return make(loaded.workload, job.dtype, task.device, job.variant)
+        return make(dict(task.workload), job.dtype, task.device, job.variant)
     except Unsupported as exc:
         raise JobFailed(status.UNSUPPORTED, str(exc)) from None
     except PluginError:
@@ -114,128 +120,21 @@ def _invoke(make: Callable, loaded: Loaded, task: WorkerTask):
                         describe(exc) + "\n" + traceback.format_exc(limit=-3)) from None
 
 
-def build(loaded: Loaded, task: WorkerTask, result: Result) -> Built:
-    built = plugins.built_from(_invoke(loaded.impl.build, loaded, task), Path(loaded.impl.__file__))
-    result.config = json.dumps(built.config, sort_keys=True, default=str)
-    result.compile_cache = built.cache
-    return built
+def build(loaded: Loaded, task: WorkerTask) -> Built:
+    return plugins.built_from(_invoke(loaded.impl.build, task), Path(loaded.impl.__file__))
 
 
-def compile_only(loaded: Loaded, task: WorkerTask, result: Result) -> None:
+def compile_only(loaded: Loaded, task: WorkerTask) -> dict:
     """No host has the device: build (or lower) for it here, never run. Status compiles / lowers."""
     if not hasattr(loaded.impl, "compile_for"):
         raise JobFailed(status.NO_HOST, f"no host of this run has device {task.device.id!r}, and "
                         f"{loaded.impl_file} offers no compile-only build (compile_for)")
     start = time.perf_counter()
-    compiled = _invoke(loaded.impl.compile_for, loaded, task)
-    result.compile_s = time.perf_counter() - start
+    compiled = _invoke(loaded.impl.compile_for, task)
+    seconds = time.perf_counter() - start
     if not isinstance(compiled, Compiled):
         raise PluginError(f"{loaded.impl_file}: compile_for returned {type(compiled).__name__}; it returns "
                           "opmatrix.kit.Compiled(status, what, config) (the helpers in opmatrix.kit.aot make one)")
-    result.status = compiled.status
-    result.error = f"no host has {task.device.id!r}: {compiled.what}, made on this host, never run"
-    result.config = json.dumps(compiled.config, sort_keys=True, default=str)
-
-
-def call(built: Built, case: Case, loaded: Loaded, task: WorkerTask, failure: str):
-    """Run once and wait for the device. The result is `out`, unless the implementation declares
-    RETURNS_OUTPUT: a framework op that allocates its own output (F.rms_norm) is measured as it is used,
-    without a copy into `out`."""
-    try:
-        returned = built.fn(*case.inputs, case.out)
-    except Exception as exc:
-        raise JobFailed(failure_status(exc, failure), describe(exc)) from None
-    try:
-        measure.synchronize(task.device.torch)
-    except Exception as exc:  # a device fault (illegal access) surfaces at the sync: never a compile error
-        raise JobFailed(failure_status(exc, status.RUNTIME_ERROR), describe(exc)) from None
-    if not loaded.returns_output:
-        return case.out
-    if returned is None:
-        raise JobFailed(status.RUNTIME_ERROR, f"{loaded.impl_file} declares RETURNS_OUTPUT but its function "
-                        "returned None")
-    return returned
-
-
-def first_call(loaded: Loaded, built: Built, task: WorkerTask) -> Case:
-    """The first call includes JIT compilation for backends that compile lazily (torch.compile, Triton): its
-    failure is then a compile error."""
-    job, device = task.job, task.device
-    inputs = loaded.spec.make_inputs(loaded.workload, job.dtype, device.torch, task.settings.seed)
-    case = Case(inputs, loaded.spec.make_output(loaded.workload, job.dtype, device.torch))
-    lazy = loaded.backend.compiles_on_first_call
-    call(built, case, loaded, task, status.COMPILE_ERROR if lazy else status.RUNTIME_ERROR)
-    return case
-
-
-def check_correctness(loaded: Loaded, built: Built, case: Case, task: WorkerTask, result: Result) -> None:
-    """Every trial: fresh seeded inputs and their reference computed from a pristine copy made before the call
-    (opmatrix.incell.integrity), the output poisoned with NaN (an element the kernel does not write stays NaN and
-    fails), then the output's form, the inputs left unchanged, and the norm and element-wise checks against fp64."""
-    spec, job, device = loaded.spec, task.job, task.device
-    verdict = correctness.Verdict(result.tolerance, *correctness.elementwise_tolerance(spec, job.dtype))
-    for trial in range(task.settings.trials):
-        case = Case(spec.make_inputs(loaded.workload, job.dtype, device.torch, task.settings.seed + 1 + trial),
-                    case.out)
-        kept = integrity.pristine(case.inputs)
-        reference = spec.reference(kept, loaded.workload)
-        integrity.require_informative(reference, spec.__file__)
-        case.out.fill_(float("nan"))
-        got = call(built, case, loaded, task, status.RUNTIME_ERROR)
-        broke = integrity.misbehaved(got, case.out, case.inputs, kept)
-        if broke:
-            raise JobFailed(status.MISMATCH, broke)
-        try:
-            verdict.add(got, reference)
-        except correctness.ShapeMismatch as exc:
-            raise JobFailed(status.MISMATCH, str(exc)) from None
-        if not verdict.finite:
-            break
-    result.trials, result.rel_err = verdict.trials, clean_float(verdict.rel_err)
-    result.bad_elements = verdict.bad_elements
-    result.worst_index = verdict.worst.where if verdict.bad_elements else ""
-    if not verdict.passed:
-        raise JobFailed(status.MISMATCH, verdict.explain())
-
-
-def prepare_timing(loaded: Loaded, built: Built, task: WorkerTask, result: Result) -> integrity.TimedCall:
-    """The zero-argument call a timer repeats, rotating over seeded input sets of its own (never a correctness
-    trial's), with the checked calls the timing server makes after every burst."""
-    spec, job, device = loaded.spec, task.job, task.device
-    sets, note = integrity.make_sets(
-        lambda seed: spec.make_inputs(loaded.workload, job.dtype, device.torch, seed),
-        lambda: spec.make_output(loaded.workload, job.dtype, device.torch),
-        lambda inputs: spec.reference(inputs, loaded.workload),
-        task.settings.seed + integrity.SEED_OFFSET, device.torch)
-    result.input_sets = len(sets)
-    result.timing_notes = "; ".join(filter(None, [result.timing_notes, note]))
-    tolerances = correctness.elementwise_tolerance(spec, job.dtype)
-
-    def fresh(seed: int) -> tuple[tuple, object]:
-        inputs = spec.make_inputs(loaded.workload, job.dtype, device.torch, seed)
-        return inputs, integrity.reference_of(lambda kept: spec.reference(kept, loaded.workload), inputs)
-
-    return integrity.TimedCall(built.fn, sets, loaded.returns_output, device.torch,
-                               lambda: correctness.Verdict(result.tolerance, *tolerances), fresh,
-                               task.settings.seed + integrity.FRESH_SEED_OFFSET)
-
-
-def extra_views(timed_call: Callable[[], object], task: WorkerTask, result: Result) -> None:
-    """Optional GPU views beside the event median; a failure is a note, never a failed row. CUPTI goes first:
-    a graph capture that fails can leave the stream unusable."""
-    settings, notes = task.settings, []
-    if not task.device.is_gpu:
-        return
-    if settings.crosscheck:
-        try:
-            calls = int(min(200, max(5, settings.rep_ms / result.median_ms)))
-            result.crosscheck_events_ms, result.cupti_ms = measure.crosscheck_cupti(timed_call, calls)
-            result.cupti_diff_pct = 100.0 * (result.crosscheck_events_ms - result.cupti_ms) / result.cupti_ms
-        except Exception as exc:
-            notes.append(f"CUPTI cross-check failed: {describe(exc)}")
-    if result.median_ms < settings.cuda_graph_below_ms:
-        try:
-            result.graph_median_ms = measure.graph_replay(timed_call, settings.rep_ms).median_ms
-        except Exception as exc:
-            notes.append(f"CUDA-graph replay failed: {describe(exc)}")
-    result.timing_notes = "; ".join(filter(None, [result.timing_notes, *notes]))
+    return {"status": compiled.status, "compile_s": seconds,
+            "error": f"no host has {task.device.id!r}: {compiled.what}, made on this host, never run",
+            "config": json.dumps(compiled.config, sort_keys=True, default=str)}

@@ -1,8 +1,8 @@
 """Paired, interleaved timing: the contestants of one (kernel, workload, dtype) timed in rounds.
 
-Each round visits every live contestant once, in a freshly shuffled order, and takes one short burst of samples
-from each (one contestant on the device at a time). The baseline is in every round, and so is its A/A twin: a
-second, independent build of the baseline whose ratio to the baseline measures the noise of these rounds. With
+Each round visits every live contestant once, in a freshly shuffled order, and takes one short burst of calls from
+each (one contestant on the device at a time). The baseline is in every round, and so is its A/A twin: a second,
+independent build of the baseline whose ratio to the baseline measures the noise of these rounds. With
 `[run] builds` >= 2 every other contestant is there that many times, each build in its own worker: what varies
 from one build to the next (an autotuner's choice, generated code, buffer placement) is then measured, not left to
 the next run to reveal. After `rounds` rounds, more are added (up to `max_rounds` and `round_extra_s` seconds) while
@@ -10,6 +10,11 @@ a contestant's interval on its ratio to the baseline still straddles the decisio
 extra rounds visit only the baseline, its twin and the contestants (with their builds) still undecided: one whose
 interval has cleared the threshold leaves for good, so the rounds a question still needs are not stretched by the
 timing of answered ones (and any two contestants of one round group share their first rounds, in order).
+
+Who runs a burst is the `bursts` object's business: in a cell, the judge (opmatrix.incell.judge), which hands every
+contestant of a round the same fresh contents and checks what came back; in `opmatrix validate`, the model's step in
+its own process. A contestant's time in a round is the mean of its burst's timed calls: work moved from one call to
+another cannot lower it (a median would reward a kernel doing several calls' work in one).
 
 The stopping rule needs an interval inside the cell, where only the standard library exists: it uses the
 distribution-free order-statistic interval of a median (binomial tail). It only decides when to stop; every
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from opmatrix.core.jobs import JobSpec, Settings
-from opmatrix.incell.servers import Server, ServerGone
+from opmatrix.incell.servers import ServerGone
 
 PROGRESS_EVERY = 10  # rounds between two progress reports (a round of a large group takes seconds on a GPU)
 BURST_LIMIT_S = 120.0  # one burst that takes longer than this (or its job's time limit) is a hang
@@ -36,7 +41,7 @@ BURST_LIMIT_S = 120.0  # one burst that takes longer than this (or its job's tim
 @dataclass
 class Contestant:
     job: JobSpec
-    server: Server
+    server: object  # the worker (opmatrix.incell.servers.Server), or what else runs its bursts
     is_twin: bool = False
     round_ms: list[float] = field(default_factory=list)  # this contestant's median in each round it took part in
     rounds_taken: list[int] = field(default_factory=list)  # the round numbers those medians belong to
@@ -53,10 +58,18 @@ class Contestant:
     notes: list[str] = field(default_factory=list)  # for its row's timing_notes
     rounds_s: float = 0.0  # wall time of the rounds it took part in (every block)
     settled_after: int = 0  # with settle: the rounds it took before its interval cleared the threshold (0: never)
+    seat: object = None  # its place at the judge (opmatrix.incell.judge.Seat)
+    row: object = None  # its row as far as the judge has made it (opmatrix.core.result.Result)
 
     @property
     def alive(self) -> bool:
         return self.failure is None
+
+    def end(self) -> None:
+        """Stop its worker and give its place at the judge (its buffers) back."""
+        self.server.kill()
+        if self.seat is not None:
+            self.seat.close()
 
 
 def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -81,14 +94,29 @@ def straddles(ratios: list[float], threshold: float) -> bool:
     return any(lo <= t <= hi for t in (threshold, 1 / threshold))
 
 
+class ServerBursts:
+    """Bursts run by each contestant's own server (`server.burst(warmup_ms, rep_ms, timeout_s)`): a model step
+    in `opmatrix validate`, a scripted one in tests."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def round_begins(self, visiting: list[Contestant]) -> None:
+        pass
+
+    def burst(self, c: Contestant, timeout_s: float) -> dict:
+        return c.server.burst(self.settings.burst_warmup_ms, burst_ms(c, self.settings), timeout_s)
+
+
 class Rounds:
     def __init__(self, contestants: list[Contestant], baseline: Contestant | None, settings: Settings,
                  first_round: int = 0, on_round: Callable[[int, float, int], None] | None = None,
-                 settle: bool = False) -> None:
+                 settle: bool = False, bursts=None) -> None:
         self.contestants, self.baseline, self.settings, self.settle = contestants, baseline, settings, settle
+        self.bursts = bursts or ServerBursts(settings)
         # progress: rounds so far, seconds so far, timing servers the rounds still visit
         self.on_round = on_round or (lambda count, seconds, visiting: None)
-        self.random = random.Random(settings.seed + first_round)
+        self.random = random.SystemRandom()  # an order no contestant can predict
         self.first_round = first_round  # round numbers continue across blocks of one group
         self.count = 0
         self.id = uuid.uuid4().hex[:12]
@@ -145,15 +173,16 @@ class Rounds:
     def _round(self) -> None:
         order = self._visiting()
         self.random.shuffle(order)
+        self.bursts.round_begins(order)
         for position, c in enumerate(order):
             rep_ms = burst_ms(c, self.settings)
             limit = min(c.job.timeout_s, BURST_LIMIT_S + 20 * (self.settings.burst_warmup_ms + rep_ms) / 1e3)
             try:
-                reply = c.server.burst(self.settings.burst_warmup_ms, rep_ms, limit)
+                reply = self.bursts.burst(c, limit)
             except ServerGone as gone:
                 c.failure = gone
                 continue
-            c.round_ms.append(statistics.median(reply["samples_ms"]))
+            c.round_ms.append(statistics.fmean(reply["samples_ms"]))
             c.rounds_taken.append(self.first_round + self.count)
             c.positions.append(position)
             c.samples_ms.extend(reply["samples_ms"])

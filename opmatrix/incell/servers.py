@@ -1,11 +1,9 @@
-"""One worker process seen from the cell runner: started, waited on until it is ready to time (or has ended with
-its row), asked for timing bursts, told to finish. Every wait has a limit; a worker that dies or hangs ends as a
-row of its own with the phase it was in, never as a stall of the cell. Stdlib only."""
+"""One worker process seen from the judge (the cell runner): started with its end of a channel
+(opmatrix.incell.channel), asked to build and to run calls, told to finish. Every wait has a limit; a worker that
+dies, hangs or reports a failure ends as a row of its own with the phase the judge had it in, never as a stall of
+the cell. The judge tracks the phase itself: nothing the worker writes decides it. Stdlib only."""
 from __future__ import annotations
 
-import json
-import os
-import select
 import subprocess
 import sys
 import time
@@ -15,16 +13,20 @@ from typing import Callable
 from opmatrix.core import status
 from opmatrix.core.jobs import WorkerTask
 from opmatrix.core.result import Result
+from opmatrix.incell import channel
 from opmatrix.incell.forkserver import ForkServer
+from opmatrix.incell.integrity import process_cpu_s
 from opmatrix.incell.processes import kill_group, popen, signal_name, tail
-from opmatrix.incell.timing_server import REPLY_FD_ENV
-
 
 WAIT_REPORT_S = 20  # while a worker builds and checks, how often the cell says which one it is waiting on
+# what a worker may say its job ended with; anything else it claims is not believed
+WORKER_STATUSES = (status.NOT_INSTALLED, status.UNSUPPORTED, status.COMPILE_ERROR, status.RUNTIME_ERROR,
+                   status.OOM, status.ENV_ERROR, status.MISMATCH, status.SUSPECT, status.NO_HOST)
+ERROR_CHARS = 8000
 
 
 class ServerGone(Exception):
-    """The worker did not answer: `row` is its result row (crashed, timeout or runtime_error)."""
+    """The worker did not answer as asked: `row` is its result row (crashed, timeout, or what it reported)."""
 
     def __init__(self, row: Result) -> None:
         super().__init__(row.error)
@@ -32,65 +34,90 @@ class ServerGone(Exception):
 
 
 class Server:
-    """A worker started as a timing server. `ready()` is True once its build passed correctness."""
+    """A worker process and the judge's end of its channel."""
 
     def __init__(self, task: WorkerTask, folder: Path, env: dict, python: str = sys.executable,
                  forks: ForkServer | None = None) -> None:
         """Started by `forks` (a fork server of this environment) where given and alive, else as a new
         interpreter `python -m opmatrix.incell.worker`; the same worker either way."""
         self.task, self.folder = task, folder
-        self.result_path = folder / "result.json"
         (folder / "task.json").write_text(task.to_json())
-        read_fd, write_fd = os.pipe()
+        judge_end, worker_end = channel.pair()
         self.log = open(folder / "worker.log", "wb")
         self.started = time.perf_counter()
-        argv = [str(folder / "task.json"), str(self.result_path)]
-        self.proc = forks.spawn(argv, env, self.log.fileno(), write_fd) if forks is not None else None
+        self._phase = ""
+        self.phase = "load"
+        self.on_wait: Callable[[float, str], None] | None = None  # told while a wait is long (build, check)
+        self.limit_s: float | None = None  # the time limit a timeout names (the job's, while it builds and checks)
+        argv = [str(folder / "task.json")]
+        fd = worker_end.fileno()
+        self.proc = forks.spawn(argv, env, self.log.fileno(), fd) if forks is not None else None
         if self.proc is None:
             self.proc = popen([python, "-m", "opmatrix.incell.worker", *argv], new_group=True,
-                              env=dict(env, **{REPLY_FD_ENV: str(write_fd)}), stdin=subprocess.PIPE,
-                              stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(write_fd,), text=True)
-        os.close(write_fd)
-        self.replies = read_fd
-        self.buffer = b""
+                              env=dict(env, **{channel.CHANNEL_FD_ENV: str(fd)}), stdin=subprocess.DEVNULL,
+                              stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(fd,))
+        worker_end.close()
+        self.channel = channel.JudgeEnd(judge_end)
         self.closed = False
 
-    def wait_ready(self, timeout_s: float, on_wait: Callable[[float, str], None] | None = None) -> bool:
-        """True: ready to time. False: the worker ended on its own (its row is in `final()`). While it builds,
-        `on_wait(seconds so far, phase)` is called every WAIT_REPORT_S, so a long build or a hang is named."""
+    def expect(self, event: str, timeout_s: float, on_wait: Callable[[float, str], None] | None = None) -> dict:
+        """The worker's next message, which must be `event`; while waiting, `on_wait(seconds so far, phase)` (or the
+        server's own `on_wait`) every WAIT_REPORT_S. Raises ServerGone: a failure it reported, a death, a hang, or a
+        message out of turn."""
+        on_wait = on_wait or self.on_wait
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
-            line = self._readline(min(left, WAIT_REPORT_S) if on_wait else left)
-            if line is not None or on_wait is None or time.monotonic() >= deadline:
+            try:
+                message = self.channel.receive(max(0.0, min(left, WAIT_REPORT_S) if on_wait else left))
+            except channel.ChannelClosed as closed:
+                raise ServerGone(self._gone(None, str(closed))) from None
+            if message is not None:
                 break
-            on_wait(self.elapsed(), self.phase("start"))
-        if line is None:
-            raise ServerGone(self._gone(timeout_s, "start"))
-        if line == b"":
-            self.proc.wait()
-            return False
-        return json.loads(line).get("event") == "ready"
-
-    def burst(self, warmup_ms: float, rep_ms: float, timeout_s: float) -> dict:
-        self._send({"op": "burst", "warmup_ms": warmup_ms, "rep_ms": rep_ms})
-        line = self._readline(timeout_s)
-        if not line:
-            raise ServerGone(self._gone(timeout_s if line is None else None, "timing"))
-        reply = json.loads(line)
-        if "error" in reply:
+            if time.monotonic() >= deadline:
+                raise ServerGone(self._gone(timeout_s))
+            if on_wait is not None:
+                on_wait(self.elapsed(), self.phase)
+        if message.get("event") == "failed":
             self.kill()
-            failed = reply.get("status", status.RUNTIME_ERROR)  # oom when the device ran out of memory
-            raise ServerGone(Result(status=failed, phase="timing", error=reply["error"]))
-        return reply
+            raise ServerGone(self._reported(message))
+        if message.get("event") != event:
+            self.kill()
+            raise ServerGone(Result(status=status.RUNTIME_ERROR, phase=self.phase, error=(
+                f"the worker answered {str(message.get('event'))[:80]!r} where the judge asked for {event!r}")))
+        return message
+
+    def request(self, message: dict, event: str, timeout_s: float, fds: list[int] = (),
+                on_wait: Callable[[float, str], None] | None = None) -> tuple[dict, tuple[float, float]]:
+        """Send `message`, wait for `event`; the reply and the judge's own (sent, received) times."""
+        sent = time.perf_counter()
+        self.channel.send(message, fds)
+        reply = self.expect(event, timeout_s, on_wait)
+        return reply, (sent, time.perf_counter())
+
+    @property
+    def phase(self) -> str:
+        """Where the judge has the worker: load, build, first_call, correctness, timing. Also in the job folder's
+        `phase` file, for a person (or a test) watching a run."""
+        return self._phase
+
+    @phase.setter
+    def phase(self, name: str) -> None:
+        if name != self._phase:
+            self._phase = name
+            (self.folder / "phase").write_text(name)
+
+    def cpu_s(self) -> float | None:
+        """The worker's CPU seconds so far (every thread, and its live children), as the kernel accounts them."""
+        return process_cpu_s(self.proc.pid)
 
     def finish(self, timeout_s: float) -> None:
-        """Let the worker write its row (extra timing views included) and exit."""
-        self._send({"op": "finish"})
+        """Let the worker exit."""
+        self.channel.send({"op": "finish"})
         try:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise ServerGone(self._gone(timeout_s, "timing")) from None
+            raise ServerGone(self._gone(timeout_s)) from None
         self._close()
 
     def elapsed(self) -> float:
@@ -103,53 +130,33 @@ class Server:
     def log_tail(self) -> str:
         return tail(self.folder / "worker.log")
 
-    def _send(self, message: dict) -> None:
-        try:
-            self.proc.stdin.write(json.dumps(message) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # it died: the read that follows reports how
+    def _reported(self, message: dict) -> Result:
+        """The row of a failure the worker reported: its status if it is one a worker may report, its text."""
+        claimed, error = message.get("status"), message.get("error")
+        error = error[:ERROR_CHARS] if isinstance(error, str) else ""
+        if claimed not in WORKER_STATUSES:
+            return Result(status=status.RUNTIME_ERROR, phase=self.phase,
+                          error=f"the worker reported status {str(claimed)[:40]!r}, which a worker cannot: {error}")
+        return Result(status=claimed, phase=self.phase, error=error)
 
-    def _readline(self, timeout_s: float) -> bytes | None:
-        """One line from the worker; b"" when it closed the channel (exited); None on timeout."""
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([self.replies], [], [], left)
-            if not ready:
-                return None
-            chunk = os.read(self.replies, 65536)
-            if not chunk:
-                return b""
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
-
-    def phase(self, default: str) -> str:
-        """The phase the worker last reported (its `phase` file), or `default` before it reported one."""
-        path = self.folder / "phase"
-        return path.read_text() if path.is_file() else default
-
-    def _gone(self, timed_out_after: float | None, phase: str) -> Result:
-        phase = self.phase(phase)
+    def _gone(self, timed_out_after: float | None, why: str = "") -> Result:
         if timed_out_after is not None:
             self.kill()
-            return Result(status=status.TIMEOUT, phase=phase,
-                          error=f"killed after {timed_out_after:g} s in phase {phase}")
-        code = self.proc.wait()
+            return Result(status=status.TIMEOUT, phase=self.phase,
+                          error=f"killed after {self.limit_s or timed_out_after:.3g} s in phase {self.phase}")
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # it closed its channel but did not exit
+            self.kill()
+            return Result(status=status.RUNTIME_ERROR, phase=self.phase,
+                          error=f"the worker broke its channel in phase {self.phase} ({why}) and was killed")
         self._close()
         how = f"killed by {signal_name(code)}" if code < 0 else f"exited with code {code}"
-        return Result(status=status.CRASHED, phase=phase, error=f"worker {how} in phase {phase}")
+        return Result(status=status.CRASHED, phase=self.phase, error=f"worker {how} in phase {self.phase}")
 
     def _close(self) -> None:
         if self.closed:
             return
         self.closed = True
-        os.close(self.replies)
+        self.channel.close()
         self.log.close()
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass

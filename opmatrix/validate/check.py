@@ -96,13 +96,13 @@ def _check(step, name: str, swaps: list[Swap], reference) -> Checked:
     return c
 
 
-def run(step, device: str, swaps: list[Swap], rounds: int, max_rounds: int, seed: int, tolerance: float | None,
-        progress, round_extra_s: float = 120.0) -> dict:
+def run(step, device: str, swaps: list[Swap], rounds: int, max_rounds: int, tolerance: float | None, progress,
+        round_extra_s: float = 120.0) -> dict:
     """Check every variant's output, then time the correct ones: the bursts sized from the step's own time
     (measured after the check, so every implementation is built). The measurements, for decide_rows."""
     floor, checked, dtype = check_outputs(step, swaps, progress)
     step_ms = measure.estimate_ms(step, device)
-    settings = measure.settings_for(step_ms, rounds, max_rounds, seed, round_extra_s)
+    settings = measure.settings_for(step_ms, rounds, max_rounds, round_extra_s)
     tol = tolerance if tolerance is not None else TOLERANCE.get(dtype, TOLERANCE["float32"])
     timed = [c for c in checked if not c.unfit and c.applied and c.rel_err is not None and c.rel_err <= tol]
     progress(f"step {step_ms:.2f} ms; timing {len(timed)} variant(s) against the unmodified step and its A/A twin "

@@ -60,7 +60,6 @@ def add_validate_parser(sub, subcommand) -> None:
     p.add_argument("--backends", help="the project's backend adapters folder (default: backends/ in the project)")
     p.add_argument("--reports", default=str(paths.REPORTS), help="where run folders go (default: reports/)")
     p.add_argument("--run-id", help="name of the run folder (default: <UTC time>-validate-<target name>)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the rounds' shuffled order")
     p.add_argument("--json", action="store_true", help="print validate.json instead of the table")
 
 
@@ -90,8 +89,8 @@ def cmd_validate(args) -> int:
     progress(f"validate {spec}{' --preset ' + args.preset if args.preset else ''} on {device}: "
              f"{', '.join(s.label for s in swaps)}")
     progress("output check: the unmodified step, twice")
-    measured = check.run(step, device, swaps, args.rounds, args.max_rounds or 3 * args.rounds, args.seed,
-                         args.tolerance, progress)
+    measured = check.run(step, device, swaps, args.rounds, args.max_rounds or 3 * args.rounds, args.tolerance,
+                         progress)
     dtype = next((s.kernel.dtypes[0] for s in swaps if s.kernel.dtypes), measured["dtype"])
     micro = {}
     if run is not None:

@@ -5,9 +5,9 @@ interleaved, with the machinery of a matrix run's kernels (one mechanism):
   contestants are the unmodified step (the baseline), its A/A twin (the unmodified step again: the noise floor of
   these rounds), each swap alone, and all swaps together. More rounds (up to max_rounds and round_extra_s) while a
   ratio's interval still straddles MIN_GAIN;
-- a burst: opmatrix.incell.measure.time_callable, the one timer (CUDA events through triton.testing.do_bench on a
-  GPU, perf_counter around each call on the CPU), with the swap installed before the burst and removed after (the
-  patching is never timed);
+- a burst: opmatrix.incell.measure.time_repeated, the one timer (CUDA events around each call after an L2 flush on
+  a GPU, perf_counter around each call on the CPU), with the swap installed before the burst and removed after (the
+  patching is never timed); a round's time is the mean of the burst's calls;
 - intervals: the per-round ratio baseline / contestant (opmatrix.incell.rounds.paired_ratios; > 1: the swap is
   faster), its median with the scipy bootstrap interval of the kernel verdicts (opmatrix.decide.stats).
 The step is the same zero-argument callable every time: same model object, same inputs.
@@ -40,7 +40,7 @@ class StepServer:
 
     def burst(self, warmup_ms: float, rep_ms: float, timeout_s: float) -> dict:
         with swapping.active(self.swaps):
-            timing = incell_measure.time_callable(self.step, self.device, warmup_ms, rep_ms)
+            timing = incell_measure.time_repeated(self.step, self.device, warmup_ms, rep_ms)
         return {"samples_ms": timing.samples_ms, "timer": timing.timer}
 
 
@@ -70,9 +70,9 @@ def estimate_ms(step, device: str, steps: int = ESTIMATE_STEPS) -> float:
     return statistics.median(samples)
 
 
-def settings_for(step_ms: float, rounds: int, max_rounds: int, seed: int, round_extra_s: float) -> Settings:
+def settings_for(step_ms: float, rounds: int, max_rounds: int, round_extra_s: float) -> Settings:
     defaults = Settings()
-    return Settings(rounds=rounds, max_rounds=max(max_rounds, rounds), round_extra_s=round_extra_s, seed=seed,
+    return Settings(rounds=rounds, max_rounds=max(max_rounds, rounds), round_extra_s=round_extra_s,
                     burst_ms=max(defaults.burst_ms, BURST_STEPS * step_ms), burst_calls=BURST_STEPS,
                     burst_warmup_ms=max(defaults.burst_warmup_ms, step_ms), min_speedup=MIN_GAIN)
 

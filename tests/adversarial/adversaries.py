@@ -2,9 +2,12 @@
 
 Each is a backend of its own beside the honest baseline (`torch`) and an honest contestant (`honest`), in one CPU
 cell, on a small gemm + relu whose fp64 reference is informative (random inputs, about half the outputs positive).
-These are the reward hacks that kernel leaderboards had to close: lazy timed calls, output caches keyed by pointer
-or content, a cached returned tensor, writes to the inputs, answers right on only some calls, outputs of the wrong
-form, work finished by a thread after the call returned, and a patched timer.
+These are the reward hacks kernel leaderboards had to close, and those that beat opmatrix's earlier judge (which lived
+in the contestant's process): lazy timed calls, output caches keyed by pointer or content, a cached or lazy
+returned tensor, writes to the inputs, answers right on only some calls, outputs of the wrong form, work finished by
+a thread after the call returned, patched clocks, a patched reference, predicted seeds, telling a checked call
+from a timed one (version counters, the NaN poison, the call stack, the first calls after a pause), more threads
+than the toolchain pins, one call doing a burst's work, and a thread taking the CPU from the others.
 """
 from __future__ import annotations
 
@@ -41,9 +44,11 @@ def reference(inputs, w):
 
 HONEST = "torch.matmul(a, b, out=out)\nout.relu_()"
 
-# backend -> (its kernels/<op>/<backend>.py, the statuses that may catch it)
+# backend -> (its kernels/<op>/<backend>.py, the statuses its row may end with). "ok" is allowed only for a
+# contestant the judge leaves nothing to gain from (its trick never fires, so it does all the work): the suite then
+# asserts it is never adopted and is no faster than the honest copy beyond the run's noise.
 ADVERSARIES = {
-    # computes for its first 8 calls (the correctness trials use 4), then returns at once
+    # computes for its first 8 calls (the correctness trials use 3), then returns at once
     "lazy-after-8": ("""
         calls = [0]
         def build(w, dtype, device, variant):
@@ -65,17 +70,17 @@ ADVERSARIES = {
                 out.copy_(cache[key])
             return fn
         """, {"mismatch"}),
-    # computes only when a (cheap) hash of the contents is new
+    # computes only when a (cheap) hash of the contents is new: contents never repeat, so it always computes
     "cache-by-content": ("""
         cache = {}
         def build(w, dtype, device, variant):
             def fn(a, b, out):
-                key = (float(a[0, :4].sum()), float(b[0, :4].sum()), a.data_ptr())
+                key = (float(a[0, :4].sum()), float(b[0, :4].sum()))
                 if key not in cache:
                     cache[key] = torch.relu(a @ b)
                 out.copy_(cache[key])
             return fn
-        """, {"mismatch", "suspect"}),
+        """, {"mismatch", "suspect", "ok"}),
     # returns the tensor it computed on its first call, forever
     "returns-cached": ("""
         RETURNS_OUTPUT = True
@@ -87,7 +92,7 @@ ADVERSARIES = {
                 return kept[0][1]
             return fn
         """, {"mismatch"}),
-    # zeroes an input and the output: computes nothing (a reference made after the call would be all zero)
+    # zeroes an input and the output: computes nothing
     "writes-inputs": ("""
         def build(w, dtype, device, variant):
             def fn(a, b, out):
@@ -95,7 +100,7 @@ ADVERSARIES = {
                 out.zero_()
             return fn
         """, {"mismatch"}),
-    # applies relu to its input in place, then computes: a wrong answer if the reference sees the changed input
+    # applies relu to its input in place, then computes: a wrong answer, and the caller's data changed
     "relu-inputs": ("""
         def build(w, dtype, device, variant):
             def fn(a, b, out):
@@ -120,13 +125,13 @@ ADVERSARIES = {
         RETURNS_OUTPUT = True
         def build(w, dtype, device, variant):
             return lambda a, b, out: torch.relu(a @ b)[:-1]
-        """, {"mismatch"}),
+        """, {"mismatch", "suspect"}),
     "wrong-dtype": ("""
         RETURNS_OUTPUT = True
         def build(w, dtype, device, variant):
             return lambda a, b, out: torch.relu(a.double() @ b.double())
-        """, {"mismatch"}),
-    # returns at once; a thread of its own writes the output later
+        """, {"mismatch", "suspect"}),
+    # returns at once; a thread of its own writes the output later, on the other core
     "thread-later": ("""
         import threading
         calls = [0]
@@ -141,7 +146,7 @@ ADVERSARIES = {
                     thread.join()
             return fn
         """, {"mismatch", "suspect"}),
-    # patches the clock every timer reads: time runs 20 times slower while it is timed
+    # patches the clock every timer reads: time runs 20 times slower
     "patched-timer": ("""
         import time
         real = time.perf_counter
@@ -149,6 +154,203 @@ ADVERSARIES = {
             return real() / 20
         def build(w, dtype, device, variant):
             time.perf_counter = slow
+            def fn(a, b, out):
+                torch.matmul(a, b, out=out)
+                out.relu_()
+            return fn
+        """, {"suspect"}),
+    # a clock running at 0.6x from the moment it was built, otherwise torch's own code
+    "slow-clock": ("""
+        import time
+        real = time.perf_counter
+        def build(w, dtype, device, variant):
+            start = real()
+            time.perf_counter = lambda: start + 0.6 * (real() - start)
+            def fn(a, b, out):
+                torch.matmul(a, b, out=out)
+                out.relu_()
+            return fn
+        """, {"suspect"}),
+    # makes the spec's reference compute what the kernel computes (55 % of the reduction), then does just that
+    "reference-patch": ("""
+        from opmatrix.kit import load_spec
+        spec = load_spec(__file__)
+        def partial(inputs, w):
+            a, b = inputs
+            k = int(0.55 * a.shape[1])
+            return torch.relu(a[:, :k].double() @ b[:k].double())
+        def build(w, dtype, device, variant):
+            spec.reference = partial
+            def fn(a, b, out):
+                k = int(0.55 * a.shape[1])
+                torch.matmul(a[:, :k], b[:k], out=out)
+                out.relu_()
+            return fn
+        """, {"mismatch"}),
+    # precomputes the answers for the seeds a judge could derive from public constants (the matrix seed plus a
+    # fixed offset, counters), serves them by content, and writes 1.0 for any other input
+    "seed-prediction": ("""
+        from opmatrix.kit import load_spec
+        spec = load_spec(__file__)
+        answers = {}
+        def build(w, dtype, device, variant):
+            for seed in [*range(0, 64), *range(1000, 1064), *range(2000, 2064)]:
+                a, b = spec.make_inputs(w, dtype, device.torch, seed)
+                answers[float(a[0, 0])] = torch.relu(a @ b)
+            def fn(a, b, out):
+                known = answers.get(float(a[0, 0]))
+                if known is None:
+                    out.fill_(1.0)
+                else:
+                    out.copy_(known)
+            return fn
+        """, {"mismatch"}),
+    # does the work only when its inputs' version counters moved since its last call (a judge writing new contents
+    # into them in place, as a checked call), else 55 % of it
+    "version-counter": ("""
+        seen = {}
+        def build(w, dtype, device, variant):
+            def fn(a, b, out):
+                key = a.data_ptr()
+                full = seen.get(key) != a._version
+                seen[key] = a._version
+                k = a.shape[1] if full else int(0.55 * a.shape[1])
+                torch.matmul(a[:, :k], b[:k], out=out)
+                out.relu_()
+            return fn
+        """, {"mismatch"}),
+    # does the work only when its output holds the judge's NaN poison, else 55 % of it: every output is poisoned
+    # before every call, so it always does the work
+    "nan-poison": ("""
+        def build(w, dtype, device, variant):
+            def fn(a, b, out):
+                k = a.shape[1] if bool(out[0, 0].isnan()) else int(0.55 * a.shape[1])
+                torch.matmul(a[:, :k], b[:k], out=out)
+                out.relu_()
+            return fn
+        """, {"mismatch", "ok"}),
+    # does the work only when a caller's frame is named like a check, else 55 % of it
+    "call-stack": ("""
+        import sys
+        def checked():
+            frame = sys._getframe(2)
+            while frame is not None:
+                if "check" in frame.f_code.co_name or "verify" in frame.f_code.co_name:
+                    return True
+                frame = frame.f_back
+            return False
+        def build(w, dtype, device, variant):
+            def fn(a, b, out):
+                k = a.shape[1] if checked() else int(0.55 * a.shape[1])
+                torch.matmul(a[:, :k], b[:k], out=out)
+                out.relu_()
+            return fn
+        """, {"mismatch"}),
+    # a clock running at 0.6x, and the worker's tripwire told to see nothing: the judge's own clock catches it
+    "slow-clock-unseen": ("""
+        import time
+        from opmatrix.incell import tamper
+        real = time.perf_counter
+        def build(w, dtype, device, variant):
+            start = real()
+            time.perf_counter = lambda: start + 0.6 * (real() - start)
+            tamper.Watch.changed = lambda self: ""
+            def fn(a, b, out):
+                torch.matmul(a, b, out=out)
+                out.relu_()
+            return fn
+        """, {"suspect"}),
+    # a second thread where the toolchain pins one, and the tripwire told to see nothing: the CPU the kernel
+    # accounts to it during its bursts catches it
+    "more-threads-unseen": ("""
+        from opmatrix.incell import tamper
+        def build(w, dtype, device, variant):
+            torch.set_num_threads(2)
+            tamper.Watch.changed = lambda self: ""
+            def fn(a, b, out):
+                torch.matmul(a, b, out=out)
+                out.relu_()
+            return fn
+        """, {"suspect"}),
+    # takes a second thread where the toolchain pins one
+    "more-threads": ("""
+        def build(w, dtype, device, variant):
+            torch.set_num_threads(2)
+            def fn(a, b, out):
+                torch.matmul(a, b, out=out)
+                out.relu_()
+            return fn
+        """, {"suspect"}),
+    # returns a tensor subclass that computes its rows only when they are read
+    "lazy-subclass": ("""
+        RETURNS_OUTPUT = True
+        class Lazy(torch.Tensor):
+            pass
+        def build(w, dtype, device, variant):
+            def fn(a, b, out):
+                half = a.shape[0] // 2
+                result = torch.empty_like(out)
+                result[:half] = torch.relu(a[:half] @ b)
+                lazy = result.as_subclass(Lazy)
+                lazy._rest = (a[half:], b, half)
+                return lazy
+            return fn
+        """, {"suspect"}),
+    # returns a fresh tensor without writing it, hoping for memory the reference left behind
+    "empty-result": ("""
+        RETURNS_OUTPUT = True
+        def build(w, dtype, device, variant):
+            return lambda a, b, out: torch.empty_like(out)
+        """, {"mismatch"}),
+    # the first call of a burst finds every call's buffers (the timing loop's list, up its caller's frames) and
+    # computes them all at once; the others return at once
+    "batch-and-skip": ("""
+        import sys
+        done = set()
+        def pending_calls():
+            frame = sys._getframe(1)
+            while frame is not None:
+                calls = frame.f_locals.get("calls")
+                if isinstance(calls, list) and calls and isinstance(calls[0], tuple):
+                    return calls
+                frame = frame.f_back
+            return []
+        def build(w, dtype, device, variant):
+            def fn(a, b, out):
+                if out.data_ptr() in done:
+                    done.discard(out.data_ptr())
+                    return
+                for inputs, target in pending_calls():
+                    x, y = inputs
+                    torch.matmul(x, y, out=target)
+                    target.relu_()
+                    done.add(target.data_ptr())
+                done.discard(out.data_ptr())
+            return fn
+        """, {"suspect", "mismatch"}),
+    # full work on the first calls after a pause (a warm-up, or a check, as some judges make them), half after
+    "first-calls-of-burst": ("""
+        import time
+        last = [0.0]
+        run = [0]
+        def build(w, dtype, device, variant):
+            def fn(a, b, out):
+                run[0] = 0 if time.monotonic() - last[0] > 0.001 else run[0] + 1
+                k = a.shape[1] if run[0] < 2 else a.shape[1] // 2
+                torch.matmul(a[:, :k], b[:k], out=out)
+                out.relu_()
+                last[0] = time.monotonic()
+            return fn
+        """, {"mismatch"}),
+    # a thread started at build that burns a core for ever: while the others are timed it takes their time
+    "burns-cpu-while-idle": ("""
+        import threading
+        def spin():
+            x = 0
+            while True:
+                x += 1
+        def build(w, dtype, device, variant):
+            threading.Thread(target=spin, daemon=True).start()
             def fn(a, b, out):
                 torch.matmul(a, b, out=out)
                 out.relu_()
@@ -173,7 +375,7 @@ SIDE_STREAM = ("""
     """, {"mismatch", "suspect"})
 
 
-# GPU only: patches the event timer every GPU timer reads (do_bench's, the checked calls'): 20 times less
+# GPU only: patches the event timer every GPU timer reads: 20 times less
 PATCHED_EVENTS = ("""
     def build(w, dtype, device, variant):
         real = torch.cuda.Event.elapsed_time

@@ -1,7 +1,9 @@
-"""The adversarial suite: contestants that try to win by doing less work than they claim, in one CPU cell beside
-the honest baseline and an honest contestant, run as a user runs a matrix (`opmatrix run M --no-ray`). Every one
-must end as a failed row (`mismatch` or `suspect`, never `ok`), the verdict must never adopt it, and the honest rows
-must be timed with their checks passed. Each test prints what caught the contestant.
+"""The adversarial suite: contestants that try to win by doing less work than they claim, or by reaching what the
+judge keeps, in one CPU cell beside the honest baseline and an honest contestant, run as a user runs a matrix
+(`opmatrix run M --no-ray`), one thread per worker as the toolchain pins it. Every one must end as a failed row
+(`mismatch` or `suspect`), or, where the judge leaves its trick nothing to fire on, as an honest row that is no
+faster than the honest copy; the verdict must never adopt any of them, and the honest rows must be timed with their
+checks passed. Each test prints what caught the contestant.
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ warmup_ms = 0
 rep_ms = 5
 rounds = 10
 max_rounds = 10
-burst_ms = 3
-burst_warmup_ms = 0
+burst_ms = 15
+burst_warmup_ms = 3
 kernels_dir = "kernels"
 backends_dir = "backends"
 [[device]]
@@ -32,6 +34,7 @@ arch = "auto"
 [[toolchain]]
 name = "host"
 system = true
+env = {{ OMP_NUM_THREADS = "1" }}
 [[kernel]]
 name = "gemm_relu"
 workloads = {{ cpu = ["square_384"] }}
@@ -57,23 +60,29 @@ def test_the_run_completes_with_a_row_per_contestant(run):
 def test_every_adversary_is_caught_and_never_adopted(run, backend):
     _, by_backend, verdicts = run
     row = by_backend[backend]
-    caught_by = adversaries.ADVERSARIES[backend][1]
+    allowed = adversaries.ADVERSARIES[backend][1]
     print(f"\n{backend}: {row['status']} in phase {row['phase']}: {row['error'][:300]}")
-    assert row["status"] in caught_by, (row["status"], row["phase"], row["error"][:500])
-    assert row["status"] != "ok"
+    assert row["status"] in allowed, (row["status"], row["phase"], row["error"][:500])
+    if row["status"] == "ok":  # its trick never fired: it did all the work, every call checked like the others'
+        honest = by_backend["honest"]
+        assert row["timed_checks"] >= row["rounds"] and row["input_sets"] >= row["rounds"], row
+        assert row["median_ms"] >= 0.8 * honest["median_ms"], (row["median_ms"], honest["median_ms"])
     for verdict in verdicts:
         assert verdict["choice"] != backend, verdict
-        assert backend not in [c["label"] for c in verdict["candidates"] if c["correct_everywhere"]], verdict
+        assert not any(c["label"] == backend and c["correct_everywhere"] and c["lo"] is not None
+                       and c["lo"] > verdict["threshold"] for c in verdict["candidates"]), verdict
 
 
 def test_the_honest_contestants_are_timed_with_every_check_passed(run):
     _, by_backend, verdicts = run
     for backend in ("torch", "honest"):
         row = by_backend[backend]
-        print(f"\n{backend}: {row['status']}, {row['rounds']} rounds, {row['timed_checks']} checked timed calls over "
-              f"{row['input_sets']} input sets, {row['roofline_pct'] and round(row['roofline_pct'])} % of roofline")
+        print(f"\n{backend}: {row['status']}, {row['rounds']} rounds, {row['input_sets']} calls on fresh contents, "
+              f"{row['timed_checks']} checked (chance to see a tenth wrong: {row['catch_p10']}), judge "
+              f"{row['judge_s']} s, {row['roofline_pct'] and round(row['roofline_pct'])} % of roofline")
         assert row["status"] == "ok", row["error"][:500]
-        assert row["input_sets"] == 2 and row["timed_checks"] >= 2 * row["rounds"], row
+        assert row["input_sets"] >= 2 * row["rounds"] and row["timed_checks"] >= 2 * row["rounds"]
+        assert row["catch_p10"] > 0.99
         assert row["roofline_pct"] is not None and row["roofline_pct"] < 200
     (verdict,) = verdicts
     assert verdict["verdict"] in ("keep framework", "inconclusive"), verdict  # two honest copies of one kernel

@@ -18,8 +18,10 @@ def _no_cuda() -> str:
 
 WHY_NOT = _no_cuda()
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(WHY_NOT), reason=WHY_NOT or "a CUDA device")]
-GPU_ADVERSARIES = {**adversaries.ADVERSARIES, "patched-timer": adversaries.PATCHED_EVENTS,
-                   "side-stream": adversaries.SIDE_STREAM}
+# a GPU call's host threads do not change its device time: a second CPU thread is not a gain there
+GPU_ADVERSARIES = {**adversaries.ADVERSARIES, "patched-events": adversaries.PATCHED_EVENTS,
+                   "side-stream": adversaries.SIDE_STREAM,
+                   "more-threads-unseen": (adversaries.ADVERSARIES["more-threads-unseen"][0], {"suspect", "ok"})}
 
 MATRIX = """
 name = "adversarial-gpu"
@@ -63,6 +65,8 @@ def test_every_adversary_is_caught_on_the_gpu_and_never_adopted(run, backend):
     row = by_backend[backend]
     print(f"\n{backend}: {row['status']} in phase {row['phase']}: {row['error'][:300]}")
     assert row["status"] in GPU_ADVERSARIES[backend][1], (row["status"], row["error"][:500])
+    if row["status"] == "ok":  # its trick never fired, or gains nothing on a GPU: no faster than the honest copy
+        assert row["median_ms"] >= 0.9 * by_backend["honest"]["median_ms"], row["median_ms"]
     assert all(v["choice"] != backend for v in verdicts)
 
 
@@ -70,5 +74,8 @@ def test_the_honest_rows_on_the_gpu_pass_every_check(run):
     _, by_backend, _ = run
     for backend in ("torch", "honest"):
         row = by_backend[backend]
+        print(f"\n{backend}: {row['status']}, {row['rounds']} rounds, {row['input_sets']} calls on fresh contents, "
+              f"{row['timed_checks']} checked (chance to see a tenth wrong: {row['catch_p10']}), judge "
+              f"{row['judge_s']} s of {row['rounds_s']} s of rounds")
         assert row["status"] == "ok", row["error"][:500]
-        assert row["input_sets"] == 2 and row["timed_checks"] >= 2 * row["rounds"]
+        assert row["input_sets"] >= 2 * row["rounds"] and row["timed_checks"] >= 2 * row["rounds"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from opmatrix.incell.cell_runner import SAMPLES_KEPT, kept_samples
+from opmatrix.incell.timed_rows import SAMPLES_KEPT, kept_samples
 from tests.faults import plugins
 from tests.faults.harness import key, left_behind, opmatrix, rows
 from tests.faults.runs import Run, planned

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import pytest
 
 from opmatrix import paths
-from opmatrix.incell.cell_runner import SAMPLES_KEPT
+from opmatrix.incell.timed_rows import SAMPLES_KEPT
 from tests.faults import plugins
 from tests.faults.harness import EARLY, Background, key, left_behind, opmatrix, rows, unique_run_id
 

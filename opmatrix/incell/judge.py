@@ -1,0 +1,333 @@
+"""The judge of one contest: everything a verdict on one (kernel, workload, dtype) rests on, kept in the cell
+runner's process, into which no contestant code is ever imported.
+
+The judge owns the spec it loaded itself, the seeds (from the operating system's random source: opmatrix.incell.
+contents), the pristine inputs and their fp64 references, the choice of which calls are checked, the clock a burst
+is judged by, and the row. Each worker gets a `Seat`: an arena of shared memory (opmatrix.incell.arena) with
+`slots` input and output buffers, written by the judge before every burst. Every call of a burst, correctness trial
+or timed call alike, gets input contents no call has seen and an output poisoned with NaN; the worker runs the calls
+and reports times; the judge then compares the outputs of calls it chose in secret with their references, checks
+the inputs are unchanged, places the worker's clock marks on its own clock and weighs the CPU the worker used
+(opmatrix.incell.integrity). A checked call and a timed call are the same call: nothing the worker can observe tells
+them apart. The baseline, its A/A twin and every contestant of a round get the same contents, so the pairing stays
+fair. Stdlib only at import; torch arrives with the first judge.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+import statistics
+import time
+from types import ModuleType
+
+from opmatrix.core import status
+from opmatrix.core.jobs import DeviceInfo, Settings
+from opmatrix.core.result import Result
+from opmatrix.incell import arena, correctness, integrity, measure, telemetry
+from opmatrix.incell.contents import Contents, SpecFault
+from opmatrix.incell.integrity import Cheat
+from opmatrix.incell.servers import Server, ServerGone
+
+__all__ = ["Judge", "Seat", "SpecFault", "Cheat"]
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def pinned_threads() -> int:
+    """The thread count a CPU worker may use: the toolchain's OMP_NUM_THREADS, else every core of the host."""
+    wanted = os.environ.get("OMP_NUM_THREADS", "")
+    return int(wanted) if wanted.isdigit() and int(wanted) > 0 else (os.cpu_count() or 1)
+
+
+class Judge:
+    def __init__(self, spec: ModuleType, workload: dict, dtype: str, device: DeviceInfo, settings: Settings,
+                 workers: int) -> None:
+        """Made before any worker of the contest is seated: a spec that cannot make inputs, an output or an
+        informative reference fails here (SpecFault), before any contestant is judged by it."""
+        torch = _torch()
+        self.spec, self.workload, self.dtype, self.device, self.settings = spec, workload, dtype, device, settings
+        torch.set_num_threads(1)  # the judge's own work never competes with a worker's threads for the cores
+        self.rng = random.SystemRandom()
+        self.tolerance = float(spec.tolerance(dtype))
+        self.atol, self.rtol = correctness.elementwise_tolerance(spec, dtype)
+        sample = Contents(spec, workload, dtype, device.torch, 1, self.rng)
+        sample.reference(0)
+        self.reference_ms = 1e3 * sample.reference_s
+        first = sample.inputs[0]
+        self.tensor_positions = [i for i, x in enumerate(first) if integrity.is_tensor(x)]
+        try:
+            out = spec.make_output(dict(workload), dtype, device.torch)
+        except Exception as exc:
+            raise SpecFault(f"{spec.__file__}: make_output raised {type(exc).__name__}: {exc}") from None
+        if not integrity.is_tensor(out):
+            raise SpecFault(f"{spec.__file__}: make_output returned {type(out).__name__}; it returns a tensor")
+        layouts, self.slot_bytes = arena.plan([first[i] for i in self.tensor_positions] + [out])
+        self.input_layouts, self.out_layout = layouts[:-1], layouts[-1]
+        self.memory = out.device.type  # where the spec's tensors live: the buffers live there too
+        self.is_cpu = self.memory == "cpu"  # and so the worker times by the wall clock, or by device events
+        self.out_bytes = out.numel() * out.element_size()
+        self.slots = self._pool(workers)
+        self.threads = pinned_threads()
+        self.flush_ms: float | None = 0.0 if self.is_cpu else None  # GPU: measured before the first round
+        self.gpu = telemetry.open_for(device)
+        self.round: Contents | None = None
+        self.order: list[int] = []
+        self.plans: dict[int, tuple[int, int]] = {}  # id(seat) -> (calls, warm-up calls) in this round
+        self.checks_wanted = integrity.MIN_CHECKED
+        self.note = "" if self.slots >= settings.burst_sets else (
+            f"bursts of at most {self.slots} calls: {self.slots} sets of buffers per worker fit in the memory beside "
+            f"{workers} workers")
+
+    def _pool(self, workers: int) -> int:
+        """How many calls a burst may hold: burst_sets, fewer where that many buffers for every worker (and the
+        judge's own pristine copies) would take more than MEMORY_HEADROOM of the free memory."""
+        free = integrity.free_bytes(self.memory)
+        if free is None:
+            return self.settings.burst_sets
+        fit = int(integrity.MEMORY_HEADROOM * free // (self.slot_bytes * (workers + 1)))
+        return max(1, min(self.settings.burst_sets, fit))
+
+    def seat(self, server: Server, returns_output: bool, timeout_s: float) -> Seat:
+        return Seat(self, server, returns_output, timeout_s)
+
+    def fresh(self, count: int) -> Contents:
+        return Contents(self.spec, self.workload, self.dtype, self.device.torch, count, self.rng)
+
+    # -- correctness: the first call, then the trials; every call checked ------------------------------------------
+
+    def first_call(self, seat: Seat, timeout_s: float) -> float:
+        """The first call (it includes a lazy compiler's build), checked as the first correctness trial: the
+        judge's seconds for it."""
+        started = time.perf_counter()
+        seat.run(self.fresh(1), 1, 0, [0], timeout_s, seat.verdict, first=True)
+        return time.perf_counter() - started
+
+    def trials(self, seat: Seat, timeout_s: float) -> None:
+        """The rest of the correctness trials, one burst, every call checked; then the worst of all of them
+        decides (a non-finite output ends them at once). Raises Cheat (mismatch)."""
+        count = min(self.settings.trials - 1, self.slots)
+        if count > 0 and seat.verdict.finite:
+            seat.run(self.fresh(count), count, 0, list(range(count)), timeout_s, seat.verdict)
+        if not seat.verdict.passed:
+            raise Cheat(status.MISMATCH, seat.verdict.explain())
+
+    # -- the rounds (opmatrix.incell.rounds asks for each round, then for each burst) ---------------------------------
+
+    def round_begins(self, visiting: list) -> None:
+        """Fresh contents for this round, as many sets as its longest burst needs, the same for every contestant;
+        the order in which the judge picks the calls it checks, kept to itself."""
+        seats = [c.seat for c in visiting]
+        if self.flush_ms is None:
+            self.flush_ms = _flush_ms()
+        for s in seats:
+            s.accounts.flush_ms = self.flush_ms
+        self.plans = {id(s): self._plan(s) for s in seats}
+        count = max(calls for calls, _ in self.plans.values())
+        started = time.perf_counter()
+        self.round = self.fresh(count)
+        made = time.perf_counter() - started
+        for s in seats:
+            s.judge_s += made / len(seats)
+        self.order = self.rng.sample(range(count), count)
+        timed_ms = sum(calls * (s.estimate_ms or 0.0) for s, (calls, _) in zip(seats, self.plans.values()))
+        affordable = int(integrity.CHECK_BUDGET * timed_ms / max(self.reference_ms, 1e-3))
+        self.checks_wanted = max(integrity.MIN_CHECKED, affordable)
+
+    def burst(self, contestant, timeout_s: float) -> dict:
+        """One burst of `contestant` in this round: its calls, its checks; {"samples_ms", "timer", "state"}. A
+        contestant caught is gone (ServerGone with its row's status), like one that died."""
+        seat = contestant.seat
+        calls, warm = self.plans[id(seat)]
+        checked = sorted([i for i in self.order if warm <= i < calls][:self.checks_wanted]
+                         + [i for i in self.order if i < warm][:1])
+        try:
+            timed = seat.run(self.round, calls, warm, checked, timeout_s, None)
+        except Cheat as cheat:
+            seat.server.kill()
+            raise ServerGone(Result(status=cheat.status, phase="timing", error=cheat.error)) from None
+        self.reference_ms = 1e3 * self.round.reference_s / max(1, len(self.round.references)) or self.reference_ms
+        return {"samples_ms": timed, "timer": seat.timer, "state": self.gpu.sample() if self.gpu else None}
+
+    def _plan(self, seat: Seat) -> tuple[int, int]:
+        """(calls, warm-up calls) of a seat's next burst: at least burst_ms of timed calls (and burst_calls of
+        them), after burst_warmup_ms of warm-up calls, within the slots; judged from its last burst's mean."""
+        settings, slots = self.settings, self.slots
+        estimate = seat.estimate_ms or settings.burst_ms
+        warm = 0 if slots < 4 else min(math.ceil(settings.burst_warmup_ms / estimate), slots // 4)
+        timed = max(math.ceil(settings.burst_ms / estimate), settings.burst_calls, 1)
+        return min(slots, warm + timed), warm
+
+    def close(self) -> None:
+        if self.gpu is not None:
+            self.gpu.close()
+            self.gpu = None
+
+
+class Seat:
+    """One worker at the judge: its arena and what the judge observed of it."""
+
+    def __init__(self, judge: Judge, server: Server, returns_output: bool, timeout_s: float) -> None:
+        self.judge, self.server, self.returns_output = judge, server, returns_output
+        self.arena = arena.Arena(judge.slots * judge.slot_bytes, judge.memory)
+        self.layouts = []
+        for slot in range(judge.slots):
+            shift = slot * judge.slot_bytes
+            inputs = [None] * (max(judge.tensor_positions, default=-1) + 1)
+            for position, layout in zip(judge.tensor_positions, judge.input_layouts):
+                inputs[position] = dataclasses.replace(layout, offset=layout.offset + shift)
+            self.layouts.append((inputs, dataclasses.replace(judge.out_layout, offset=judge.out_layout.offset + shift)))
+        self.views = [([None if layout is None else self.arena.view(layout) for layout in inputs],
+                       self.arena.view(out)) for inputs, out in self.layouts]
+        description, fds = self.arena.handover()
+        server.phase = "load"
+        server.request({"op": "arena", "arena": description, "slots": self.layouts}, "mapped", timeout_s, fds)
+        self.accounts = integrity.Accounts(judge.threads, judge.is_cpu)
+        self.verdict = correctness.Verdict(judge.tolerance, judge.atol, judge.rtol)  # the correctness trials
+        self.calls = self.checked = 0
+        self.judge_s = 0.0
+        self.estimate_ms: float | None = None
+        self.timer = ""
+        self.timed_ms = self.waited_ms = 0.0  # its timed calls' wall time, and how much of it waited for a core
+
+    def run(self, contents: Contents, calls: int, warm: int, checked: list[int], timeout_s: float,
+            verdict: correctness.Verdict | None, first: bool = False) -> list[float]:
+        """One burst: the judge writes `calls` sets of `contents` into the slots and poisons the outputs, the worker
+        runs them, the judge checks what it observed and the outputs of `checked` (into `verdict` for the trials, a
+        fresh one per call in the rounds). The timed calls' samples (after `warm` warm-up calls). Raises Cheat and
+        ServerGone."""
+        started = time.perf_counter()
+        values = self._fill(contents, calls)
+        self.judge_s += time.perf_counter() - started
+        pid = self.server.proc.pid
+        cpu_before, delay_before = self.server.cpu_s(), measure.thread_run_delay_s(pid)
+        self.accounts.before(cpu_before, time.perf_counter())
+        reply, window = self.server.request({"op": "calls", "slots": list(range(calls)), "values": values,
+                                             "first": first}, "called", timeout_s)
+        cpu_after, delay_after = self.server.cpu_s(), measure.thread_run_delay_s(pid)
+        self.accounts.after(cpu_after, window[1])
+        started = time.perf_counter()
+        try:
+            seen = {index: self._snapshot(index) for index in checked}  # before anything else can change them
+            samples = self._observed(reply, calls, window, None if None in (cpu_before, cpu_after)
+                                     else cpu_after - cpu_before)
+            waited = self._waited(reply, samples, None if None in (delay_before, delay_after)
+                                  else delay_after - delay_before)
+            for index in checked:
+                self._check(contents, index, *seen[index], verdict)
+        finally:
+            self.judge_s += time.perf_counter() - started
+        self.calls += calls
+        self.checked += len(checked)
+        timed = [s - w for s, w in zip(samples[warm:], waited[warm:])]
+        self.timed_ms += sum(samples[warm:])
+        self.waited_ms += sum(waited[warm:])
+        self.estimate_ms = statistics.fmean(timed)
+        return timed
+
+    def _fill(self, contents: Contents, calls: int) -> list[dict]:
+        """Contents into the slots' inputs, NaN into their outputs (every call's, alike); the non-tensor inputs of
+        each call, which travel with the request."""
+        values = []
+        for slot in range(calls):
+            inputs, out = self.views[slot]
+            made = contents.inputs[slot]
+            for position in self.judge.tensor_positions:
+                inputs[position].copy_(made[position])
+            _poison(out)
+            values.append({p: v for p, v in enumerate(made) if p not in self.judge.tensor_positions})
+        if not self.judge.is_cpu:
+            _torch().cuda.synchronize()  # the judge's writes are done before the worker reads
+        return values
+
+    def _observed(self, reply: dict, calls: int, window: tuple[float, float], cpu_s: float | None) -> list[float]:
+        """The worker's samples, once what it reported agrees with what the judge observed itself."""
+        samples = reply.get("samples_ms")
+        if (not isinstance(samples, list) or len(samples) != calls
+                or not all(isinstance(s, (int, float)) and math.isfinite(s) and s >= 0 for s in samples)):
+            raise Cheat(status.SUSPECT, f"its burst of {calls} calls reported samples that are not {calls} "
+                        "non-negative times")
+        timer = reply.get("timer")
+        self.timer = timer[:200] if isinstance(timer, str) else ""
+        marks = reply.get("marks")
+        fault = integrity.clock_fault(marks, calls, window, self.judge.is_cpu)
+        if not fault and not self.judge.is_cpu and sum(samples) / 1e3 > marks[-1] - marks[0] + integrity.MARK_SLACK_S:
+            took_ms = 1e3 * (marks[-1] - marks[0])
+            fault = f"its calls' event times add up to {sum(samples):.4g} ms, more than the {took_ms:.4g} ms its burst took"
+        if not fault:
+            allowance = calls * integrity.GAP_MS_PER_CALL / 1e3 + (
+                calls * self.judge.out_bytes / (integrity.COPY_GB_S * 1e9) if self.returns_output else 0.0)
+            fault = self.accounts.burst(samples, marks, window, cpu_s, allowance)
+        if fault:
+            raise Cheat(status.SUSPECT, fault)
+        return [float(s) for s in samples]
+
+    def _waited(self, reply: dict, samples: list[float], observed_s: float | None) -> list[float]:
+        """How long each call waited for a core that another process held (CPU; zeros where not told or not
+        readable), once the kernel's own account of the worker's main thread over the burst bears it out: a worker
+        that claims more waiting than the kernel recorded is suspect."""
+        claimed = reply.get("waited_ms")
+        if not self.judge.is_cpu or not claimed or observed_s is None:
+            return [0.0] * len(samples)
+        if (not isinstance(claimed, list) or len(claimed) != len(samples)
+                or not all(isinstance(w, (int, float)) and 0 <= w <= s for w, s in zip(claimed, samples))):
+            raise Cheat(status.SUSPECT, "its burst reported waiting times that are not one per call, each within "
+                        "its call")
+        if sum(claimed) > 1e3 * observed_s + integrity.WAIT_SLACK_MS:
+            raise Cheat(status.SUSPECT, f"its calls claim {sum(claimed):.3g} ms of waiting for a core, the kernel "
+                        f"recorded {1e3 * observed_s:.3g} ms for the whole burst")
+        return [float(w) for w in claimed]
+
+    def _snapshot(self, index: int) -> tuple[list, object]:
+        """Copies of call `index`'s input and output buffers as the reply found them: what the worker does to its
+        buffers afterwards (a thread finishing late) cannot change what is compared."""
+        inputs, out = self.views[index]
+        return [None if t is None else t.clone() for t in inputs], out.clone()
+
+    def _check(self, contents: Contents, index: int, inputs: list, got, verdict: correctness.Verdict | None) -> None:
+        """Call `index`'s inputs unchanged and its output right."""
+        pristine = contents.inputs[index]
+        tensors = tuple(inputs[p] if p in self.judge.tensor_positions else pristine[p] for p in range(len(pristine)))
+        written = integrity.changed_inputs(tensors, pristine)
+        where = f"(make_inputs seed {contents.seeds[index]}, call {index + 1} of its burst)"
+        if written:
+            raise Cheat(status.MISMATCH, f"writes its inputs {where}: {written}")
+        judged = verdict or correctness.Verdict(self.judge.tolerance, self.judge.atol, self.judge.rtol)
+        try:
+            judged.add(got, contents.reference(index))
+        except correctness.ShapeMismatch as exc:
+            raise Cheat(status.MISMATCH, str(exc)) from None
+        if verdict is None and not judged.passed:  # a timed call; the trials' verdict is read after the last
+            raise Cheat(status.MISMATCH, f"a timed call was wrong: {judged.explain()} {where}")
+
+    def finding(self) -> Result | None:
+        """Once the rounds are over: a row for what its bursts together show, else None."""
+        found = self.accounts.verdict()
+        return None if found is None else Result(status=found[0], phase="timing", error=found[1])
+
+    def catch_chance(self, share: float = integrity.CATCH_SHARE) -> float:
+        """The chance that wrong outputs on a random `share` of its calls would have been seen by its checks."""
+        return 1.0 - (1.0 - share) ** self.checked
+
+    def close(self) -> None:
+        self.arena.close()
+
+
+def _flush_ms() -> float:
+    """What the worker's L2 flush before each call takes on this GPU (the median of a few, timed by events here)."""
+    from opmatrix.incell.measure import Timer
+
+    timer = Timer("cuda")
+    timer.time_calls(lambda *_: None, [((), None)])  # allocates the flush buffer
+    return statistics.median(timer.flush_times(5))
+
+
+def _poison(out) -> None:
+    """An output no call has written reads as wrong: NaN, or the largest value of an integer dtype."""
+    torch = _torch()
+    out.fill_(float("nan") if out.is_floating_point() or out.is_complex() else torch.iinfo(out.dtype).max)
