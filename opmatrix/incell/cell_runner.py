@@ -324,8 +324,8 @@ class CellRunner:
                    peer: Contestant | None = None) -> Result:
         """A contestant's row once its rounds are over: what the rounds measured and the judge observed, or why it
         failed (what its correctness trials found is kept)."""
-        if c.failure is None:
-            finding = c.seat.finding()
+        if c.failure is None:  # what its bursts together show, in any of its builds
+            finding = next(filter(None, (b.seat.finding() for b in (c, *c.builds) if b.seat is not None)), None)
             if finding is not None:
                 c.failure = ServerGone(finding)
         row = c.row

@@ -45,6 +45,12 @@ HIDDEN_MS = 0.1
 # a row's bursts: calls doing the work of others. A time slice lost to another process inflates one call, and would
 # have to exceed nine times the whole burst's work, in most bursts, to look like this.
 UNEVEN_BELOW, UNEVEN_SHARE, UNEVEN_BURSTS = 0.1, 0.5, 0.75
+# every burst of at least ALONE_AMONG timed calls has one, chosen in secret, on contents no other worker is given.
+# Honest, that call is one more like the others (its ratio to their median: ~1, +-20 % on a busy CPU); a row where
+# the upper quartile of those ratios over at least ALONE_BURSTS bursts exceeds ALONE_SLOWER is faster on contents
+# another worker has seen: answers shared between processes (the builds or variants of one contestant), which pays
+# only in the rounds where another worker of it went first
+ALONE_AMONG, ALONE_SLOWER, ALONE_BURSTS = 3, 1.5, 8
 CHECK_BUDGET = 0.25  # the references of a round's checked calls may cost this share of the round's timed time
 MIN_CHECKED = 2  # calls checked per burst, at least (all of them where a burst has fewer)
 CATCH_SHARE = 0.1  # rows state the chance that wrong outputs on this share of the timed calls would be caught
@@ -208,6 +214,7 @@ class Accounts:
     uneven_bursts: int = 0
     bursts: int = 0
     unaccounted: list[float] = field(default_factory=list)  # per burst: share of the calls' span their marks leave out
+    alone_ratios: list[float] = field(default_factory=list)  # per burst: its call alone / the median of the others
     hidden_ms: list[float] = field(default_factory=list)  # GPU, per burst: time per call outside events and flush
     event_ms: list[float] = field(default_factory=list)  # GPU, per burst: the calls' mean event time
 
@@ -241,6 +248,12 @@ class Accounts:
                     f"{wall * 1e3:.1f} ms), where the toolchain pins {self.threads} thread(s)")
         return ""
 
+    def alone(self, own_ms: float, others_ms: list[float]) -> None:
+        """A burst's call on contents no other worker was given, against the burst's other timed calls."""
+        typical = statistics.median(others_ms) if others_ms else 0.0
+        if typical > 0:
+            self.alone_ratios.append(own_ms / typical)
+
     def verdict(self) -> tuple[str, str] | None:
         """(status, why) for a row the bursts together show to be dishonest, else None."""
         if self.idle_cpu_s > IDLE_EXCESS_S:
@@ -251,6 +264,12 @@ class Accounts:
             return "suspect", (f"in {self.uneven_bursts} of {self.bursts} bursts at least {UNEVEN_SHARE:.0%} of its "
                                f"calls took under {UNEVEN_BELOW:.0%} of the burst's mean: calls doing the work of "
                                "others (batch-and-skip)")
+        if len(self.alone_ratios) >= ALONE_BURSTS:
+            upper = statistics.quantiles(self.alone_ratios, n=4, method="inclusive")[-1]
+            if upper > ALONE_SLOWER:
+                return "suspect", (f"in a quarter of its {len(self.alone_ratios)} bursts its call on contents no other "
+                                   f"worker had been given took at least {upper:.2f} x the median of its others: it is "
+                                   "faster on contents another process has seen (answers shared between processes)")
         if len(self.hidden_ms) >= 2:
             hidden, events = statistics.median(self.hidden_ms), statistics.median(self.event_ms)
             if hidden > max(HIDDEN_MS, events):

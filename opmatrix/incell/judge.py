@@ -78,6 +78,7 @@ class Judge:
         self.gpu = telemetry.open_for(device)
         self.round: Contents | None = None
         self.order: list[int] = []
+        self.private: dict[int, int] = {}  # id(seat) -> its set of this round that no other worker gets
         self.plans: dict[int, tuple[int, int]] = {}  # id(seat) -> (calls, warm-up calls) in this round
         self.checks_wanted = integrity.MIN_CHECKED
         self.note = "" if self.slots >= settings.burst_sets else (
@@ -130,7 +131,8 @@ class Judge:
         self.plans = {id(s): self._plan(s) for s in seats}
         count = max(calls for calls, _ in self.plans.values())
         started = time.perf_counter()
-        self.round = self.fresh(count)
+        self.round = self.fresh(count + len(seats))  # and one set for each seat alone: see burst()
+        self.private = {id(s): count + k for k, s in enumerate(seats)}
         made = time.perf_counter() - started
         for s in seats:
             s.judge_s += made / len(seats)
@@ -146,8 +148,13 @@ class Judge:
         calls, warm = self.plans[id(seat)]
         checked = sorted([i for i in self.order if warm <= i < calls][:self.checks_wanted]
                          + [i for i in self.order if i < warm][:1])
+        sets = list(range(calls))
+        alone = None
+        if calls - warm >= integrity.ALONE_AMONG:  # one timed call, in secret, on contents no other worker gets
+            alone = self.rng.randrange(warm, calls)
+            sets[alone] = self.private[id(seat)]
         try:
-            timed = seat.run(self.round, calls, warm, checked, timeout_s, None)
+            timed = seat.run(self.round, calls, warm, checked, timeout_s, None, sets=sets, alone=alone)
         except Cheat as cheat:
             seat.server.kill()
             raise ServerGone(Result(status=cheat.status, phase="timing", error=cheat.error)) from None
@@ -196,13 +203,16 @@ class Seat:
         self.timed_ms = self.waited_ms = 0.0  # its timed calls' wall time, and how much of it waited for a core
 
     def run(self, contents: Contents, calls: int, warm: int, checked: list[int], timeout_s: float,
-            verdict: correctness.Verdict | None, first: bool = False) -> list[float]:
-        """One burst: the judge writes `calls` sets of `contents` into the slots and poisons the outputs, the worker
-        runs them, the judge checks what it observed and the outputs of `checked` (into `verdict` for the trials, a
-        fresh one per call in the rounds). The timed calls' samples (after `warm` warm-up calls). Raises Cheat and
-        ServerGone."""
+            verdict: correctness.Verdict | None, first: bool = False, sets: list[int] | None = None,
+            alone: int | None = None) -> list[float]:
+        """One burst: the judge writes `calls` sets of `contents` (slot i gets set sets[i], by default set i) into
+        the slots and poisons the outputs, the worker runs them, the judge checks what it observed and the outputs
+        of `checked` (into `verdict` for the trials, a fresh one per call in the rounds). Call `alone` had contents
+        no other worker was given: its time against the others' is kept. The timed calls' samples (after `warm`
+        warm-up calls). Raises Cheat and ServerGone."""
+        sets = sets or list(range(calls))
         started = time.perf_counter()
-        values = self._fill(contents, calls)
+        values = self._fill(contents, sets)
         self.judge_s += time.perf_counter() - started
         pid = self.server.proc.pid
         cpu_before, delay_before = self.server.cpu_s(), measure.thread_run_delay_s(pid)
@@ -219,24 +229,27 @@ class Seat:
             waited = self._waited(reply, samples, None if None in (delay_before, delay_after)
                                   else delay_after - delay_before)
             for index in checked:
-                self._check(contents, index, *seen[index], verdict)
+                self._check(contents, sets[index], index, *seen[index], verdict)
         finally:
             self.judge_s += time.perf_counter() - started
         self.calls += calls
         self.checked += len(checked)
-        timed = [s - w for s, w in zip(samples[warm:], waited[warm:])]
+        own = [s - w for s, w in zip(samples, waited)]
+        if alone is not None:
+            self.accounts.alone(own[alone], [t for i, t in enumerate(own) if i >= warm and i != alone])
+        timed = own[warm:]
         self.timed_ms += sum(samples[warm:])
         self.waited_ms += sum(waited[warm:])
         self.estimate_ms = statistics.fmean(timed)
         return timed
 
-    def _fill(self, contents: Contents, calls: int) -> list[dict]:
-        """Contents into the slots' inputs, NaN into their outputs (every call's, alike); the non-tensor inputs of
-        each call, which travel with the request."""
+    def _fill(self, contents: Contents, sets: list[int]) -> list[dict]:
+        """Contents into the slots' inputs (slot i gets set sets[i]), NaN into their outputs (every call's, alike);
+        the non-tensor inputs of each call, which travel with the request."""
         values = []
-        for slot in range(calls):
+        for slot, index in enumerate(sets):
             inputs, out = self.views[slot]
-            made = contents.inputs[slot]
+            made = contents.inputs[index]
             for position in self.judge.tensor_positions:
                 inputs[position].copy_(made[position])
             _poison(out)
@@ -289,12 +302,13 @@ class Seat:
         inputs, out = self.views[index]
         return [None if t is None else t.clone() for t in inputs], out.clone()
 
-    def _check(self, contents: Contents, index: int, inputs: list, got, verdict: correctness.Verdict | None) -> None:
-        """Call `index`'s inputs unchanged and its output right."""
+    def _check(self, contents: Contents, index: int, slot: int, inputs: list, got,
+               verdict: correctness.Verdict | None) -> None:
+        """The inputs of the call in `slot` unchanged and its output right (its contents: set `index`)."""
         pristine = contents.inputs[index]
         tensors = tuple(inputs[p] if p in self.judge.tensor_positions else pristine[p] for p in range(len(pristine)))
         written = integrity.changed_inputs(tensors, pristine)
-        where = f"(make_inputs seed {contents.seeds[index]}, call {index + 1} of its burst)"
+        where = f"(make_inputs seed {contents.seeds[index]}, call {slot + 1} of its burst)"
         if written:
             raise Cheat(status.MISMATCH, f"writes its inputs {where}: {written}")
         judged = verdict or correctness.Verdict(self.judge.tolerance, self.judge.atol, self.judge.rtol)

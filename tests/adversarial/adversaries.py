@@ -359,6 +359,29 @@ ADVERSARIES = {
 }
 
 
+# With [run] builds = 2: each build's worker keeps the answers it computed in a file keyed by the inputs' contents,
+# and serves the other's from there: the contestants of a round get the same contents, so one build computes and the
+# other reads
+SHARES_ANSWERS = ("""
+    import hashlib
+    from pathlib import Path
+    store = Path(__file__).with_name("answers")
+    store.mkdir(exist_ok=True)
+    def key(a, b):
+        return hashlib.sha1(a[:2].numpy().tobytes() + b[:2].numpy().tobytes()).hexdigest()
+    def build(w, dtype, device, variant):
+        def fn(a, b, out):
+            path = store / key(a, b)
+            if path.is_file():
+                out.copy_(torch.load(path))
+                return
+            torch.matmul(a, b, out=out)
+            out.relu_()
+            torch.save(out.clone(), path)
+        return fn
+    """, {"suspect"})
+
+
 # GPU only: launches its work on a stream of its own and returns without waiting (the timer's events, recorded on
 # the current stream, see nothing of it)
 SIDE_STREAM = ("""

@@ -86,3 +86,18 @@ def test_the_honest_contestants_are_timed_with_every_check_passed(run):
         assert row["roofline_pct"] is not None and row["roofline_pct"] < 200
     (verdict,) = verdicts
     assert verdict["verdict"] in ("keep framework", "inconclusive"), verdict  # two honest copies of one kernel
+
+
+def test_a_contestant_whose_builds_share_answers_through_a_file_is_caught():
+    """Contestants of one round get the same contents (the pairing stays fair), so a contestant's own builds
+    (`builds = 2`) can pass answers to each other outside the judge's sight. Each burst's call on contents no other
+    worker is given shows it: that call is as slow as the work, the others are a file read."""
+    # each build computes in the rounds where it goes first (half of them): 20 rounds show it in about 10
+    matrix = MATRIX.replace("rounds = 10\nmax_rounds = 10", "rounds = 20\nmax_rounds = 20\nbuilds = 2")
+    with adversaries.matrix_run(matrix, {"shares-answers": adversaries.SHARES_ANSWERS}, "shares", timeout=600) as ran:
+        out, by_backend, verdicts = ran
+        row = by_backend["shares-answers"]
+        print(f"\nshares-answers: {row['status']} in phase {row['phase']}: {row['error'][:300]}")
+        assert row["status"] == "suspect" and "no other" in row["error"], row["error"][:500]
+        assert by_backend["honest"]["status"] == "ok", by_backend["honest"]["error"][:500]
+        assert all(v["choice"] != "shares-answers" for v in verdicts)
