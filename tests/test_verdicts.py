@@ -347,3 +347,31 @@ def test_p_values_do_not_depend_on_how_many_rows_go_to_scipy_at_once(rounds, mon
     assert whole.p_value.notna().sum() == 36
     assert np.array_equal(whole.p_value.to_numpy(), blocks.p_value.to_numpy(), equal_nan=True)
     assert np.array_equal(whole.q_value.to_numpy(), blocks.q_value.to_numpy(), equal_nan=True)
+
+
+def test_a_long_slow_tail_stays_slow_in_the_geometric_mean():
+    """The shapes of issue 44's softmax on a busy CPU: both workloads' intervals wholly below 1.0; the old
+    combination mirrored the slow tail upward (0.47x [0.024, 9.53])."""
+    one, other = stats.Interval(0.69, 0.60, 0.83), stats.Interval(0.33, 0.00081, 0.52)
+    combined = stats.geomean_of([one, other])
+    assert combined.estimate == pytest.approx((0.69 * 0.33) ** 0.5)
+    assert combined.lo < 0.03 and combined.hi < 0.83  # its reach above comes from the rows' upper sides only
+    assert stats.geomean_of([stats.Interval(1.2, 1.1, 1.3), stats.Interval(1.1, 1.06, 1.4)]).lo >= 1.06
+
+
+@pytest.mark.parametrize("wild", [0, 3, 5])
+def test_the_verdict_never_calls_inconclusive_a_contestant_slower_on_every_workload(wild):
+    """A contestant half as fast on both workloads, with `wild` of the second workload's rounds 500 times slower
+    still (a machine that was busy): it is slower, not `inconclusive`."""
+    results = rows({"slow": 0.5}, seed=5, noise=0.02, drift=0.0)
+    second = next(r for r in results if r.backend == "slow" and r.workload == "w2")
+    second.round_ms = [m * 500 if i < wild else m for i, m in enumerate(second.round_ms)]
+    v = verdict_of(results)
+    candidate = next(c for c in v.candidates if c.label == "slow")
+    assert v.verdict == KEEP and candidate.hi < 1.0, (v.verdict, candidate.speedup, v.reason)
+
+
+def test_clear_of_the_threshold_on_every_workload_is_clear_of_it_overall():
+    v = verdict_of(rows({"fast": 1.4}, seed=8, noise=0.01, drift=0.02, workloads=("w1", "w2", "w3")))
+    candidate = next(c for c in v.candidates if c.label == "fast")
+    assert v.verdict == ADOPT and candidate.lo > v.threshold

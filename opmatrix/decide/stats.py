@@ -146,14 +146,30 @@ def geomean_builds_interval(per_build_sets: list[list[list[float]]],
 
 def geomean_of(rows: list[Interval]) -> Interval | None:
     """The geometric mean of independent rows' speed-ups (one per workload: each timed by workers of its own), its
-    interval from theirs on the log scale: half-widths added in quadrature, over the count (each row's interval
-    already carries its between-process term). None when a row has no interval."""
+    interval from theirs on the log scale, each side from the same side of every row: the distances below the
+    estimates added in quadrature for the lower bound, those above for the upper bound, each over the count (each
+    row's interval already carries its between-process term). A long slow tail stays a slow tail: it never
+    becomes a fast one. Clamped to the rows' own reach (within_rows). None when a row has no interval."""
     if not rows or any(not (r.lo == r.lo and r.hi == r.hi and r.lo > 0) for r in rows):
         return None
     logs = np.log([[r.estimate, r.lo, r.hi] for r in rows])
-    reach = np.sqrt(np.sum(np.maximum(logs[:, 0] - logs[:, 1], logs[:, 2] - logs[:, 0]) ** 2)) / len(rows)
+    below = np.sqrt(np.sum(np.maximum(logs[:, 0] - logs[:, 1], 0.0) ** 2)) / len(rows)
+    above = np.sqrt(np.sum(np.maximum(logs[:, 2] - logs[:, 0], 0.0) ** 2)) / len(rows)
     centre = float(np.mean(logs[:, 0]))
-    return Interval(float(np.exp(centre)), float(np.exp(centre - reach)), float(np.exp(centre + reach)))
+    return within_rows(Interval(float(np.exp(centre)), float(np.exp(centre - below)), float(np.exp(centre + above))),
+                       rows)
+
+
+def within_rows(combined: Interval | None, rows: list[Interval]) -> Interval | None:
+    """`combined` (an interval of the geometric mean over rows) kept inside what the rows themselves allow: a
+    geometric mean of values each at least lo_i is at least min(lo_i), and at most max(hi_i). So a contestant whose
+    every workload is slower (every hi_i < 1) is slower overall, and one clear of a bar on every workload is clear
+    of it overall."""
+    if combined is None or not rows:
+        return combined
+    lo, hi = min(r.lo for r in rows), max(r.hi for r in rows)
+    return Interval(combined.estimate, min(max(combined.lo, lo), combined.estimate),
+                    max(min(combined.hi, hi), combined.estimate), combined.samples)
 
 
 def joined(a: Interval | None, b: Interval | None) -> Interval | None:

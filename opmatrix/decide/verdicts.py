@@ -210,9 +210,9 @@ def _candidate(ports, ran, kernel, label, targets, max_rel_err, loc) -> Candidat
     failing, build_sets, worst, timed = _measured(rows, targets, max_rel_err)
     c.correct_everywhere, c.why_not = not failing, "; ".join(failing)
     if not failing:
-        interval = stats.joined(stats.geomean_builds_interval(build_sets),
-                                stats.geomean_of([stats.Interval(r.speedup, r.speedup_lo, r.speedup_hi)
-                                                  for r in timed]))
+        per_workload = [stats.Interval(r.speedup, r.speedup_lo, r.speedup_hi) for r in timed]
+        interval = stats.within_rows(stats.joined(stats.geomean_builds_interval(build_sets),
+                                                  stats.geomean_of(per_workload)), per_workload)
         if interval:
             c.geomean, c.lo, c.hi, c.speedup = interval.estimate, interval.lo, interval.hi, interval.text()
         worst_text = stats.interval_text(worst.speedup, worst.speedup_lo, worst.speedup_hi)
