@@ -12,6 +12,9 @@
   by more than EPSILON, even after the extra rounds: a worthwhile gain is neither shown nor ruled out (a verdict
   that would turn on a few tenths of a percent is not one to ship on).
 - not run: no host had the device (compile-only coverage is shown as evidence instead).
+- not judged: the framework was not measured here: the kernel's spec failed (rows in phase `spec`), or the
+  baseline's own rows never ran (its package not installed, its environment broken, its host lost). Nothing about
+  the device follows from it: no gap, and `opmatrix deployments` keeps the last run that measured it.
 The threshold is max(acceptance.min_speedup, 1 + K_AA x the A/A noise floor), the floor read from the A/A twin of
 each round group the verdict's rows were timed in (a resumed session's group has its own twin): the widest.
 """
@@ -31,11 +34,15 @@ EPSILON = 0.005  # adopt only a lower bound more than this above the threshold (
 Q_MAX = 0.05  # Benjamini-Hochberg level
 
 # the columns verdicts read
-READ = ["run_id", "cell", "kernel", "device", "toolchain", "workload", "dtype", "backend", "variant", "status", "rel_err", "timer",
+READ = ["run_id", "cell", "kernel", "device", "toolchain", "workload", "dtype", "backend", "variant", "status", "phase",
+        "error", "rel_err", "timer",
         "compile_s", "config", "pairing", "round_group", "round_ms", "baseline_round_ms", "aa_round_ms", "build_round_ms", "speedup",
         "speedup_lo", "speedup_hi", "aa_lo", "aa_hi"]
 
 KEEP, ADOPT, GAP, INCONCLUSIVE, NOT_RUN = "keep framework", "adopt", "gap", "inconclusive", "not run"
+NOT_JUDGED = "not judged"
+SPEC_PHASE = "spec"  # opmatrix.incell.entry's phase of a row the kernel's spec failed
+UNMEASURED = (status.ENV_ERROR, status.NOT_INSTALLED, status.LOST)  # a baseline row in these never ran on the device
 
 
 @dataclass
@@ -110,6 +117,9 @@ def _verdict(ports, g, kernel, device, toolchain, baseline, min_speedup, max_rel
     ran = g[~g.status.isin([status.NO_HOST, *status.BUILD_ONLY])]
     if ran.empty or (g[g.backend == baseline].status == status.NO_HOST).all():
         return _not_run(v, g)  # no host had the device: at most compile-only builds for it
+    unjudged = _not_judged(v, ran, baseline, targets)
+    if unjudged is not None:
+        return unjudged
     base = baseline_rows(ran, baseline)
     base_ok = {(w, d) for w, d, s in zip(base.workload.tolist(), base.dtype.tolist(), base.status.tolist())
                if s == status.OK}
@@ -121,6 +131,30 @@ def _verdict(ports, g, kernel, device, toolchain, baseline, min_speedup, max_rel
         return _gap(v, baseline, missing)
     _choose(v, baseline, min_speedup, len(targets))
     v.options = _options(ran)
+    return v
+
+
+def _not_judged(v: Verdict, ran, baseline: str, targets) -> Verdict | None:
+    """The verdict when the framework was not measured on a target: the spec failed, or the baseline's rows never
+    ran (UNMEASURED); None when every target's baseline ran (ok or not)."""
+    phases = ran.phase if "phase" in ran.columns else None
+    spec = ran[(phases == SPEC_PHASE).to_numpy()] if phases is not None else ran.iloc[:0]
+    if len(spec):
+        v.verdict = NOT_JUDGED
+        v.reason = f"{spec.error.iloc[0]}: nothing here was judged; fix the spec and run again"
+        return v
+    base = ran[ran.backend == baseline]
+    ran_on = {(w, d) for w, d, s in zip(base.workload.tolist(), base.dtype.tolist(), base.status.tolist())
+              if s not in UNMEASURED}
+    unmeasured = [(w, d) for w, d in targets if (w, d) not in ran_on]
+    if not unmeasured:
+        return None
+    rows = base[base.status.isin(UNMEASURED)]
+    why = (f"{rows.status.iloc[0]}: {str(rows.error.iloc[0]).splitlines()[0] if 'error' in rows else ''}"
+           if len(rows) else "no row")
+    v.verdict = NOT_JUDGED
+    v.reason = (f"the baseline {baseline} was not measured on {', '.join(f'{w} {d}' for w, d in unmeasured)} "
+                f"({why}): the environment, not the device; nothing here was judged")
     return v
 
 

@@ -4,7 +4,8 @@ runs (their verdicts.json, run.json and rows; nothing is run).
 A toolchain is what the cell imported, not what the matrix called it: rows are keyed by (kernel, device, toolchain
 fingerprint), the hash of the imported versions (opmatrix.upgrade.history.fingerprint), so one set of versions
 run under several matrix labels (`host`, `tl015`, `tonight`) is one line, naming the labels. When several runs
-decided the same line, the latest one counts and says so. Only kernels the project has count (`kernels`: the
+decided the same line, the latest one counts and says so; a run that did not measure the framework there (`not
+judged`: its spec or its environment failed) decides nothing, and the line stays the last run that did. Only kernels the project has count (`kernels`: the
 shipped ones, the project's own, installed packages'), so a kernel that exists only for a test is left out.
 
     supported            adopt X, or keep the framework: ship that backend
@@ -24,7 +25,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_RUN
+from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_JUDGED, NOT_RUN
 from opmatrix.manifest import RunManifest
 from opmatrix.store import VERDICTS_JSON, read_manifest
 
@@ -69,8 +70,8 @@ def deployments(run_dirs: list[Path], known_good: list | None = None, kernels=No
     for folder, manifest in runs:
         versions = _versions(folder)
         for v in json.loads((folder / VERDICTS_JSON).read_text()):
-            if kernels is not None and v["kernel"] not in kernels:
-                continue
+            if (kernels is not None and v["kernel"] not in kernels) or v["verdict"] == NOT_JUDGED:
+                continue  # a run that did not measure the framework (its spec or environment failed) decides nothing
             support = SUPPORT.get(v["verdict"], "unsupported")
             use = v["choice"] if support.startswith("supported") else ""
             if v["verdict"] == INCONCLUSIVE:
