@@ -224,7 +224,9 @@ def _cmd_report(args) -> int:
     if not (folder / RESULTS_JSONL).is_file():
         raise UsageError(f"{folder}: no {RESULTS_JSONL} in this folder, so there is nothing to report (a run folder "
                          f"is written by `opmatrix run`); runs under {reports}: {_known_runs(reports)}")
-    finish(ResultStore(folder), Console(), strict=args.strict)
+    store = ResultStore(folder)
+    with store.lock("opmatrix report", "then report it"):  # never from a run still writing it
+        finish(store, Console(), strict=args.strict)
     if args.open:
         import webbrowser
 
@@ -297,7 +299,9 @@ MATRIX_HELP = ("matrix file: a path, one from the project root (matrix/h200.toml
                "(default: matrix/default.toml)")
 EXIT_CODES = ("exit codes: 0 done; 1 a row failed (run --fail-on); 2 bad input (matrix, arguments, a locked or "
               "unknown run); 3 the disk filled during a run (the rows before it kept; free space, then --resume); "
-              "130 / 143 interrupted by SIGINT / SIGTERM (continue with --resume)")
+              "4 rows were lost from results.jsonl during a run (restored) or planned jobs have no row without a "
+              "deadline (named; --resume runs them); 130 / 143 interrupted by SIGINT / SIGTERM (continue with "
+              "--resume)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -458,12 +462,12 @@ def _exit_code(exc: BaseException) -> int | None:
     from opmatrix.matrix import MatrixError
     from opmatrix.run import RunExists
     from opmatrix.scheduling.dispatch import SchedulerError
-    from opmatrix.store import DiskFull, RunLocked, StoreError
+    from opmatrix.store import DiskFull, RowsMissing, RunLocked, StoreError
 
     if isinstance(exc, Interrupted):
         print(f"opmatrix: {exc}; continue with --resume", file=sys.stderr)
         return exc.code
-    if isinstance(exc, DiskFull):
+    if isinstance(exc, (DiskFull, RowsMissing)):
         print(f"opmatrix: {exc}", file=sys.stderr)
         return exc.code
     if isinstance(exc, (MatrixError, PluginError, FileNotFoundError, UsageError, RunExists, RunLocked, StoreError,

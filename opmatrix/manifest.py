@@ -43,6 +43,8 @@ class RunManifest:
     compare_hosts: list[dict[str, str]] = field(default_factory=list)  # the matrix's [[compare_hosts]] (devices)
     sessions: list[Session] = field(default_factory=list)
     cells_wall_s: float = 0.0
+    reported_rows: int = 0  # the rows report.md and verdicts.json were last made from: a report never replaces them
+    # with fewer (opmatrix.run.finish)
 
     def ran_other_code(self, implementation: str, started_a: str, started_b: str) -> bool:
         """Did two rows of one implementation ("kernel/backend"), started at these times, run different sources:

@@ -23,7 +23,7 @@ from opmatrix import matrix_checks as checks
 from opmatrix import matrix_workloads, paths
 from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP, Settings
 from opmatrix.incell.plugins import Registry, discover
-from opmatrix.matrix_checks import EXCLUDE_KEYS, IDENT, NO_VALUE, Problem  # noqa: F401 (re-exported)
+from opmatrix.matrix_checks import EXCLUDE_KEYS, IDENT, NAME_MAX, NO_VALUE, Problem  # noqa: F401 (re-exported)
 
 Vendor = Literal["nvidia", "amd", "cpu"]
 VENDORS = ("nvidia", "amd", "cpu")
@@ -37,12 +37,17 @@ class MatrixError(Exception):
     """A matrix file is missing, unreadable or invalid. The message says where and how to fix it."""
 
 
+PROBLEMS_SHOWN = 30  # a file with thousands of mistakes lists the first ones and counts the rest
+
+
 def fail(source: str | Path, problems: list[Problem], what: str = "the matrix file") -> MatrixError:
-    """The MatrixError listing every problem, one per line."""
+    """The MatrixError listing the problems, one per line (the first PROBLEMS_SHOWN, then how many more)."""
     lines = [f"{source}: {len(problems)} problem(s) in {what}"]
-    for p in problems:
+    for p in problems[:PROBLEMS_SHOWN]:
         shown = "" if p.value is NO_VALUE else f" = {_short(p.value)}"
         lines.append(f"  {p.key}{shown}: {p.message}")
+    if len(problems) > PROBLEMS_SHOWN:
+        lines.append(f"  ... and {len(problems) - PROBLEMS_SHOWN} more (fix these first, then run again)")
     return MatrixError("\n".join(lines))
 
 
@@ -54,7 +59,7 @@ def _short(value: object) -> str:
 Requirement508 = Annotated[str, AfterValidator(checks.requirement)]
 IndexUrl = Annotated[str, AfterValidator(checks.index_url)]
 VersionRange = Annotated[str, AfterValidator(checks.version_range)]
-Backend = Annotated[str, Field(pattern=BACKEND)]
+Backend = Annotated[str, Field(pattern=BACKEND, max_length=NAME_MAX)]
 SECONDS = dict(gt=0, le=86400, allow_inf_nan=False)  # a job's timeout: at most a day
 MILLIS = dict(le=60000, allow_inf_nan=False)  # warm-up or timed repetitions: at most a minute
 
@@ -65,7 +70,8 @@ class _Model(BaseModel):
 
 
 class Device(_Model):
-    id: str = Field(pattern=IDENT, description="the device's name in this file; a cell is <device>.<toolchain>")
+    id: str = Field(pattern=IDENT, max_length=NAME_MAX,
+                    description="the device's name in this file; a cell is <device>.<toolchain>")
     vendor: Vendor = Field(description="which of a kernel's workloads and dtypes apply, and how it is timed")
     arch: str = Field(pattern=ARCH, description="sm_90, gfx942, x86_64 ... or 'auto' to take the host's")
     name: str = Field(".*", description="regular expression matched against the host's GPU product name")
@@ -98,7 +104,7 @@ class Device(_Model):
 
 
 class Toolchain(_Model):
-    name: str = Field(pattern=IDENT, description="the toolchain's name in this file")
+    name: str = Field(pattern=IDENT, max_length=NAME_MAX, description="the toolchain's name in this file")
     python: Annotated[str, AfterValidator(checks.python)] | None = Field(
         None, description="'3.11' or an absolute interpreter path; default: the host's python")
     system: bool = Field(False, description="layer the cell's packages over the host interpreter's own packages")
@@ -117,7 +123,8 @@ class Toolchain(_Model):
 
 
 class KernelEntry(_Model):
-    name: str = Field(pattern=IDENT, description="a kernel folder <name>/ (the project's kernels/, a package's or "
+    name: str = Field(pattern=IDENT, max_length=NAME_MAX,
+                      description="a kernel folder <name>/ (the project's kernels/, a package's or "
                       "built in)")
     workloads: dict[Vendor, list[str]] = Field(description="per device vendor, names from the spec's WORKLOADS or "
                                                "the matrix's [workload.<kernel>] tables")
@@ -245,7 +252,8 @@ class Acceptance(_Model):
 
 
 class Matrix(_Model):
-    name: str = Field(pattern=IDENT, description="default: the file's name; a run's default id ends with it")
+    name: str = Field(pattern=IDENT, max_length=NAME_MAX,
+                      description="default: the file's name; a run's default id ends with it")
     description: str = Field("", description="free text, shown in reports")
     run: RunSettings = RunSettings()
     acceptance: Acceptance = Acceptance()

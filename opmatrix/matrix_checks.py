@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from opmatrix.matrix import KernelEntry, Matrix
 
 IDENT = r"^[a-z0-9][a-z0-9_.-]*$"  # a name a matrix file gives (device, toolchain, workload): one path component
+NAME_MAX = 64  # ... and at most this long: names join into folder names (cells, nox sessions) a file system bounds
 PYTHONS = tuple(f"3.{n}" for n in range(8, 15))
 SHELL_CHARS = frozenset("$`|&\\{}")  # no requirement needs them; a shell would act on them
 EXCLUDE_KEYS = ("device", "toolchain", "kernel", "backend", "workload", "dtype", "variant")

@@ -26,10 +26,11 @@ from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
 from opmatrix.scheduling.dispatch import SchedulerError
 from opmatrix.store import (COMPARISON, CUT, MANIFEST, REPORT_HTML, RESULTS_JSONL, SKIPPED, VERDICTS_JSON,
-                            DiskFull, ResultStore, StoreError, known_runs)
+                            DiskFull, ResultStore, RowsMissing, StoreError, known_runs)
 
 DISK_FULL = "disk full"  # run.json's `interrupted` of a session stopped by a full disk (store.DiskFull)
 SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
+MISSING_SHOWN = 10  # lost rows and missing jobs named in an error; the rest counted
 # OPMATRIX_HTML=0: `run` and `report` write no report.html / comparison.html (each costs a matplotlib import and
 # a second or two of charts); the Markdown, JSON and JUnit outputs are unchanged. The test suite sets it, except
 # for the tests of the pages themselves. `opmatrix compare --html` and `history --html` write theirs regardless.
@@ -116,10 +117,12 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
                           sources_changed=edited_since_last_session(previous, manifest, console))
         manifest.sessions.append(session)
         interrupted = None
+        received: dict = {}  # the driver's own record of every row this session stored, by job key
         store.reserve()
         try:
             with as_interrupts():
-                _schedule(scheduler or _default_scheduler(), plans, matrix, store, manifest, session, console)
+                _schedule(scheduler or _default_scheduler(), plans, matrix, store, manifest, session, console,
+                          received)
         except SchedulerError:
             if not stored and not resume:  # the scheduler never started: leave no folder of a run that did not run
                 shutil.rmtree(store.run_dir, ignore_errors=True)
@@ -140,6 +143,7 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
                           soft_wrap=True)
         session.finished_at = manifest.finished_at = _now()
         manifest.cells_wall_s = round(sum(s.cells_wall_s or 0 for s in manifest.sessions), 3)
+        lost = restore_lost(store, received)
         try:
             store.write_manifest(manifest)
             folder = finish(store, console)
@@ -152,7 +156,40 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
             folder = store.run_dir
     if interrupted is not None:
         raise interrupted
+    check_complete(store, planned, lost, session.deadline_s)
     return folder
+
+
+def restore_lost(store: ResultStore, received: dict) -> list:
+    """The rows this session stored that results.jsonl no longer holds (a process deleted or rewrote the file while
+    the run went on), written again from the driver's own record; their keys."""
+    held = {r.key() for r in store.results()}
+    lost = [key for key in received if key not in held]
+    for key in lost:
+        store.append(received[key])
+    return lost
+
+
+def check_complete(store: ResultStore, planned: list[CellPlan], lost: list, deadline_s: float | None) -> None:
+    """RowsMissing when rows were lost from results.jsonl during the session (they were restored), or when a
+    planned job has no row though no deadline the user set stopped the run."""
+    problems = []
+    if lost:
+        problems.append(f"{store.jsonl} lost {len(lost)} row(s) while the run went on (something deleted or rewrote "
+                        f"it); restored from the driver's own record: {_named(lost)}")
+    if deadline_s is None:
+        held = {r.key() for r in store.results()}
+        missing = [p.key(j) for p in planned for j in p.all_jobs() if p.key(j) not in held]
+        if missing:
+            problems.append(f"{len(missing)} planned job(s) have no row and no deadline stopped them: "
+                            f"{_named(missing)}; run them with --resume")
+    if problems:
+        raise RowsMissing("; ".join(problems))
+
+
+def _named(keys: list) -> str:
+    shown = ", ".join(k.label() for k in keys[:MISSING_SHOWN])
+    return shown + (f" and {len(keys) - MISSING_SHOWN} more" if len(keys) > MISSING_SHOWN else "")
 
 
 def edited_since_last_session(previous: RunManifest | None, manifest: RunManifest, console) -> list[str]:
@@ -217,7 +254,7 @@ def _default_scheduler():
 
 
 def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifest, session: Session,
-              console) -> None:
+              console, received: dict) -> None:
     with scheduler:
         manifest.scheduler = scheduler.describe()
         store.write_manifest(manifest)
@@ -230,6 +267,7 @@ def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifes
                     contextlib.closing(scheduler.run(plans, matrix.device, progress)) as results:
                 for result in results:
                     store.append(result)
+                    received[result.key()] = result
                     progress.result(result)
         finally:
             session.cells_wall_s = round(time.perf_counter() - started, 3)  # scheduler start-up excluded
@@ -254,6 +292,11 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
 
     df = _consolidated(store, console, strict)
     manifest = store.manifest()
+    if len(df) < manifest.reported_rows:
+        raise StoreError(f"{store.run_dir}: its report was made from {manifest.reported_rows} rows and "
+                         f"{store.jsonl.name} holds {len(df)} now: the report, verdicts.json and results.parquet are "
+                         "left as they are (rows lost since; restore results.jsonl, or delete run.json's "
+                         "reported_rows to report from what is left)")
     df, verdicts = decided(df, manifest)
     if verdicts is not None:
         (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
@@ -261,6 +304,9 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
     page = report.write_html(df, manifest, store.run_dir / REPORT_HTML, verdicts) if html_pages() else None
     report.print_terminal(df, console, verdicts)
     write_comparisons(df, manifest, store.run_dir, console)
+    if manifest.run_id and (store.run_dir / MANIFEST).is_file():
+        manifest.reported_rows = len(df)
+        store.write_manifest(manifest)
     console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}\n"
                   f"page:    {escape(str(page)) if page else f'not written ({HTML_ENV}=0)'}", soft_wrap=True)
     left = manifest.planned_jobs - len(df)
@@ -323,8 +369,13 @@ def decided(df, manifest: RunManifest):
 
 
 def stopped_by(manifest: RunManifest) -> str:
-    """Why a run has jobs without a result: the signal that interrupted its last session, else its deadline."""
-    return f"interrupted by {manifest.interrupted}" if manifest.interrupted else "stopped at the deadline"
+    """Why a run has jobs without a result: the signal that interrupted its last session, its deadline, or
+    neither."""
+    if manifest.interrupted:
+        return f"interrupted by {manifest.interrupted}"
+    if manifest.sessions and manifest.sessions[-1].deadline_s is not None:
+        return "stopped at the deadline"
+    return "no deadline was set: their rows never came or were lost"
 
 
 def _note_skipped(store: ResultStore, skipped: list[str], console) -> None:

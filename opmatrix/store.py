@@ -53,6 +53,13 @@ class StoreError(Exception):
     """A run folder that cannot be read or written as asked (the message names it and the fix)."""
 
 
+class RowsMissing(Exception):
+    """A run ended with rows lost from its results.jsonl, or with planned jobs that have no row though no deadline
+    stopped them: the message says which. `code` is the exit status of such a run."""
+
+    code = 4
+
+
 class DiskFull(Exception):
     """The disk of the run folder filled while a row was written: the row was taken back whole (no partial line is
     left), the rows before it are kept. `code` is the exit status of a run stopped by it."""
@@ -107,8 +114,8 @@ class ResultStore:
                 probe.unlink(missing_ok=True)
 
     @contextlib.contextmanager
-    def lock(self):
-        """Exclusive use of the run folder for as long as the block runs."""
+    def lock(self, who: str = "opmatrix run", instead: str = "or choose another --run-id"):
+        """Exclusive use of the run folder for as long as the block runs, by `who` (named to anyone refused)."""
         path = self.run_dir / LOCK
         fh = open(path, "a+", encoding="utf-8")
         try:
@@ -117,11 +124,11 @@ class ResultStore:
             except BlockingIOError:
                 fh.seek(0)
                 holder = fh.read().strip() or "another process"
-                raise RunLocked(f"{self.run_dir} is in use by {holder}: wait for that run to finish, or choose "
-                                "another --run-id") from None
+                raise RunLocked(f"{self.run_dir} is in use by {holder}: wait for that run to finish, "
+                                f"{instead}") from None
             fh.seek(0)
             fh.truncate()
-            fh.write(f"opmatrix run (pid {os.getpid()} on {socket.gethostname()})")
+            fh.write(f"{who} (pid {os.getpid()} on {socket.gethostname()})")
             fh.flush()
             yield self
         finally:

@@ -217,3 +217,21 @@ def test_every_problem_is_listed_at_once(write_matrix):
     text = with_value("run.timeout_s", "inf", with_value("toolchain[1].python", '"9.9"'))
     message = refusal(write_matrix(with_value("toolchain[1].packages[0]", '"-r/etc/hostname"', text)))
     assert "3 problem(s)" in message
+
+
+def test_names_that_become_folder_names_are_bounded_and_long_error_lists_are_capped(write_matrix):
+    """A 240-character toolchain name would pass, then end a run in ENAMETOOLONG: refused at validation; 3,000
+    unknown backends print the first few problems and a count, not a megabyte."""
+    from opmatrix.matrix import PROBLEMS_SHOWN, MatrixError, load_matrix
+
+    long_name = BASE.replace('name = "host"', f'name = "{"t" * 240}"', 1)
+    with pytest.raises(MatrixError, match="at most 64 characters"):
+        load_matrix(write_matrix(long_name))
+    unknown = ", ".join(f'"nosuch{i}"' for i in range(3000))
+    many = BASE.replace('backends = ["torch", "triton"]', f"backends = [{unknown}]")
+    from opmatrix import plan
+
+    with pytest.raises(MatrixError) as raised:
+        plan.check_plugins(load_matrix(write_matrix(many)))
+    text = str(raised.value)
+    assert f"and {3000 - PROBLEMS_SHOWN} more" in text and len(text) < 20_000

@@ -92,3 +92,16 @@ def test_an_output_of_the_wrong_shape_is_a_mismatch(tmp_path):
                                     "    return lambda x, out: x[:-1] * 2\n"})
     row = job_row(tmp_path, "shape")
     assert row.status == "mismatch" and "shape (255,)" in row.error and "(256,)" in row.error
+
+
+def test_running_out_of_host_memory_is_oom_on_a_cpu_as_on_a_gpu(tmp_path):
+    """A CPU allocation the host cannot give (a terabyte) is `oom` in the phase it happened, like a GPU's."""
+    plugin_root(tmp_path, {
+        "greedy_build": "import torch\ndef build(workload, dtype, device, variant):\n"
+                        "    torch.empty(2 ** 40, dtype=torch.uint8)\n    return lambda x, out: out.copy_(x * 2)\n",
+        "greedy_call": "import torch\ndef build(workload, dtype, device, variant):\n"
+                       "    return lambda x, out: out.copy_(torch.empty(2 ** 40, dtype=torch.uint8)[:1] + x * 2)\n"})
+    built = job_row(tmp_path, "greedy_build")
+    assert (built.status, built.phase) == ("oom", "build") and "can't allocate memory" in built.error, built.error
+    called = job_row(tmp_path, "greedy_call")
+    assert (called.status, called.phase) == ("oom", "first_call"), (called.status, called.phase, called.error)

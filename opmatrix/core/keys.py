@@ -16,6 +16,11 @@ class JobKey(NamedTuple):
     backend: str
     variant: str
 
+    def label(self) -> str:
+        """How a message names the job: "cpu.host probe quick float32 torch[llama]"."""
+        backend = self.backend if self.variant == "default" else f"{self.backend}[{self.variant}]"
+        return f"{self.cell} {self.kernel} {self.workload} {self.dtype} {backend}"
+
     def folder_name(self) -> str:
         """A scratch folder name unique to this key: readable, and safe for any name a matrix allows."""
         readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(self[1:]))[:80]
