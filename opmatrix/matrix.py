@@ -234,6 +234,11 @@ class RunSettings(_Model):
                                    "held against) serve later cells of the same device, driver, runtime and torch "
                                    "on it instead of being measured again; a row so served says when they were "
                                    "measured (ceilings_kept); 0 measures them in every cell")
+    cpu_threads: int = Field(RUN_DEFAULTS.cpu_threads, ge=0, le=1024,
+                             description="threads each worker of a CPU cell runs with (OMP_NUM_THREADS), where the "
+                             "toolchain's env sets none: one per worker keeps a shared machine's timings steady "
+                             "(measured: rounds within +-3-12 % instead of 0.07-40x with two threads under load), and "
+                             "the judge holds every worker to it; 0 leaves the variable unset (every core)")
     kernels_dir: str | None = Field(None, description="the project's kernels folder, relative to the matrix file "
                                     "(default: the nearest kernels/ at or above it); added to the built-in kernels")
     backends_dir: str | None = Field(None, description="the same for backend adapters (backends/)")

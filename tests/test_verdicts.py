@@ -375,3 +375,12 @@ def test_clear_of_the_threshold_on_every_workload_is_clear_of_it_overall():
     v = verdict_of(rows({"fast": 1.4}, seed=8, noise=0.01, drift=0.02, workloads=("w1", "w2", "w3")))
     candidate = next(c for c in v.candidates if c.label == "fast")
     assert v.verdict == ADOPT and candidate.lo > v.threshold
+
+
+def test_a_verdict_timed_on_a_busy_machine_says_so():
+    quiet = rows({"fast": 1.3}, seed=3)
+    busy = rows({"fast": 1.3}, seed=3)
+    for r in busy:
+        r.waited_pct = 20.0 if r.backend == "fast" else 2.0
+    assert "busy machine" not in verdict_of(quiet).reason
+    assert "a busy machine: up to 20 % of a row's timed calls went to other processes" in verdict_of(busy).reason

@@ -81,6 +81,8 @@ def register(plan_file: str) -> None:
         if toolchain.system and os.environ.get("PYTHONPATH"):
             pythonpath.append(os.environ["PYTHONPATH"])  # part of what the host offers
         env = dict(toolchain.env, PYTHONPATH=os.pathsep.join(pythonpath), PYTHONUNBUFFERED="1")
+        if vendor == "cpu" and "OMP_NUM_THREADS" not in env and plan.settings.cpu_threads:
+            env["OMP_NUM_THREADS"] = str(plan.settings.cpu_threads)  # [run] cpu_threads: every worker of the cell
         session.run("python", "-m", "opmatrix.incell.cell_runner", plan_file, env=env)
 
     nox.session(name=plan.session, python=python, venv_backend=backend)(cell_session)

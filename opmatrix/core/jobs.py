@@ -119,6 +119,7 @@ class Settings:
     builds: int = 1  # independent builds of every contestant but the baseline, timed in the same rounds
     build_cache: str = "cold"  # "cold": each job compiles from an empty cache; "kept": its caches kept between runs
     ceilings_kept_h: float = 24  # a host's measured ceilings serve its later cells this long (0: every cell measures)
+    cpu_threads: int = 1  # a CPU cell's OMP_NUM_THREADS, where its toolchain sets none (0: leave it unset)
     baseline: str = DEFAULT_BASELINE  # acceptance.baseline: in every round, with its A/A twin
     min_speedup: float = DEFAULT_MIN_SPEEDUP  # acceptance.min_speedup: more rounds while an interval straddles it
 
