@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from opmatrix import matrix_workloads
-from opmatrix.incell import plugins
+from opmatrix.incell import contract, plugins
 from opmatrix.incell.plugins import PluginError
 from opmatrix.matrix import Exclude, Matrix, Problem, fail
 from opmatrix.matrix_checks import NO_VALUE, unknown
@@ -74,9 +74,12 @@ class Catalog:
             try:
                 info = self.kernel(entry.name)
             except PluginError as exc:
-                out.append(Problem(f"kernel[{i}].name", entry.name, f"{exc}; allowed: "
-                                   f"{', '.join(self.kernels()) or '(none)'}"))
+                allowed = [k for k in self.kernels() if k != entry.name]
+                out.append(Problem(f"kernel[{i}].name", entry.name, str(exc) + (
+                    "" if entry.name in self.kernels() else f"; allowed: {', '.join(allowed) or '(none)'}")))
                 continue
+            out += self._source_problems(f"kernel[{i}]", entry.name, entry.backends or matrix.backends,
+                                         set(backends))
             dtypes = (f"dtype {info.spec} declares" if info.declared
                       else f"generic dtype ({info.spec} declares no DTYPES)")
             defined = tuple(matrix.workload.get(entry.name, {}))
@@ -91,6 +94,18 @@ class Catalog:
             if ex.variant is not None:
                 out += self._variant_problems(matrix, f"exclude[{i}].variant", ex, set(backends))
         return out + self._defined_problems(matrix)
+
+    def _source_problems(self, key: str, kernel: str, named: list[str], backends: set[str]) -> list[Problem]:
+        """The implementation files of `kernel` for the backends named, each read without importing it
+        (contract.check_source): a syntax error, an unknown constant, a hook of the wrong arity, with file and line."""
+        out = []
+        for backend in named:
+            path = plugins.impl_path(self.registry.kernel_dir(kernel), kernel, backend)
+            if backend in backends and path.is_file():
+                why = contract.check_source(path, contract.IMPL)
+                if why:
+                    out.append(Problem(f"{key} {kernel} x {backend}", NO_VALUE, why))
+        return out
 
     def _defined_problems(self, matrix: Matrix) -> list[Problem]:
         """The workloads the matrix defines by their parameters (opmatrix.matrix_workloads), against their
@@ -173,13 +188,18 @@ def _backend_keys(matrix: Matrix) -> list[tuple[str, str]]:
 
 def _read_spec(kernels_dir: Path, name: str) -> KernelInfo:
     path = kernels_dir / name / "spec.py"
+    parsed = contract.check_source(path, contract.SPEC) if path.is_file() else ""
+    if parsed:
+        raise PluginError(parsed)
     try:
         spec = plugins.load_spec(kernels_dir, name)
     except PluginError:
         raise
-    except Exception as exc:
+    except ImportError as exc:
         raise PluginError(f"{path} failed to import ({type(exc).__name__}: {exc}); a spec imports no framework "
-                          "at module level") from None
+                          "at module level (import torch inside make_inputs, make_output and reference)") from None
+    except Exception as exc:
+        raise PluginError(f"{path} failed to import ({type(exc).__name__}: {exc})") from None
     if not isinstance(spec.WORKLOADS, dict) or not spec.WORKLOADS:
         raise PluginError(f"{path}: WORKLOADS must be a non-empty dict of name -> shape")
     declared = getattr(spec, "DTYPES", None)

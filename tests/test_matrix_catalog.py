@@ -1,5 +1,6 @@
 """The names check: every backend, kernel, workload, dtype and exclude a matrix names exists in the plugin
 folders (or, for excludes, in the matrix), else MatrixError with the file, key path, value and allowed names."""
+import os
 import subprocess
 import sys
 
@@ -187,8 +188,12 @@ def test_a_spec_without_declared_dtypes_allows_the_generic_float_types(tmp_path,
 
 def test_a_spec_that_fails_to_import_is_reported_on_its_kernel(tmp_path, write_matrix):
     probe_root(tmp_path, "import torch_that_is_not_here\n" + PROBE_SPEC)
-    assert_refused(write_matrix(PROBE.format("float32")), "kernel[0].name", "probe", "failed to import",
-                   "ModuleNotFoundError", f"allowed: {', '.join(sorted([*SHIPPED_KERNELS, 'probe']))}")
+    path = write_matrix(PROBE.format("float32"))
+    assert_refused(path, "kernel[0].name", "probe", "failed to import", "ModuleNotFoundError",
+                   "a spec imports no framework at module level")
+    with pytest.raises(MatrixError) as refused:  # the kernel exists: it is never offered as an allowed name
+        catalog.check(load_matrix(path))
+    assert "allowed:" not in str(refused.value)
 
 
 def test_a_missing_backends_folder_is_named(tmp_path, write_matrix):
@@ -206,3 +211,33 @@ def test_the_names_check_imports_no_framework():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip() == "[]"
+
+
+def test_plugin_files_that_do_not_parse_or_break_the_contract_are_refused_by_plan_with_file_and_line(tmp_path):
+    """A syntax error in an implementation or a spec, a constant that is a typo of the contract's, a build of the
+    wrong arity: `opmatrix plan` exits 2 naming the file and the line, the refused kernel never listed as allowed."""
+    (tmp_path / "kernels" / "probe").mkdir(parents=True)
+    (tmp_path / "backends").mkdir()
+    (tmp_path / "kernels" / "probe" / "spec.py").write_text(PROBE_SPEC)
+    files = {"broken": "import torch\n\ndef build(w, dtype, device, variant)\n    return None\n",
+             "typo": "RETURN_OUTPUT = True\ndef build(w, dtype, device, variant):\n    return None\n",
+             "arity": "def build(w, dtype):\n    return None\n"}
+    for name, code in files.items():
+        (tmp_path / "kernels" / "probe" / f"{name}.py").write_text(code)
+        (tmp_path / "backends" / f"{name}.py").write_text("def available():\n    return '1'\n")
+    head = BASE.replace('backends = ["torch", "tilelang"]', 'backends = ["broken", "typo", "arity"]')
+    (tmp_path / "m.toml").write_text(head.split("[[kernel]]")[0] + '[[kernel]]\nname = "probe"\n'
+                                     'workloads = { cpu = ["quick"] }\ndtypes = { cpu = ["float32"] }\n')
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-m", "opmatrix", "plan", "m.toml"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env)
+    assert out.returncode == 2, out.stderr
+    assert "kernels/probe/broken.py:3: expected ':'" in out.stderr and "fix that line" in out.stderr
+    assert "unknown module constant RETURN_OUTPUT; did you mean RETURNS_OUTPUT?" in out.stderr
+    assert "kernels/probe/arity.py:1: build takes 2 parameter(s)" in out.stderr
+    assert "Traceback" not in out.stderr
+    (tmp_path / "kernels" / "probe" / "spec.py").write_text("WORKLOADS = {\n")
+    out = subprocess.run([sys.executable, "-m", "opmatrix", "plan", "m.toml"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env)
+    assert out.returncode == 2 and "kernels/probe/spec.py:1:" in out.stderr, out.stderr
+    assert "imports no framework" not in out.stderr and "allowed: " not in out.stderr.split("spec.py:1:")[1][:200]

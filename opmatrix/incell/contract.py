@@ -112,6 +112,39 @@ def check(module: ModuleType, path: Path, contract: Contract) -> None:
     _check_near_misses(module, path, contract)
 
 
+def check_source(path: Path, contract: Contract) -> str:
+    """'' or why a plugin file breaks `contract`, read without importing it (the planner has no framework): it does
+    not parse (with its line), it declares a module constant the contract does not know, or a hook it defines with
+    `def` takes another number of parameters. What only an import can show is checked when the file is loaded."""
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, str(path))
+    except SyntaxError as exc:
+        line = (exc.text or "").strip()
+        return (f"{path}:{exc.lineno}: {exc.msg}" + (f" in `{line[:80]}`" if line else "")
+                + "; the file does not parse: fix that line")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{path}: cannot be read ({exc})"
+    if contract.constants is not None:
+        allowed = [c.name for c in contract.constants]
+        for name in _assigned_upper(path):
+            if name not in allowed:
+                close = difflib.get_close_matches(name, allowed, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                return (f"{path}: unknown module constant {name}; {hint}a {contract.what} declares only "
+                        f"{', '.join(allowed)}; a constant of the file's own is private: name it _{name}")
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in {h.name for h in contract.hooks}:
+            hook = contract.hook(node.name)
+            args = node.args
+            positional = len(args.posonlyargs) + len(args.args)
+            required = positional - len(args.defaults)
+            if not (required <= len(hook.params) and (positional >= len(hook.params) or args.vararg)):
+                return (f"{path}:{node.lineno}: {node.name} takes {positional} parameter(s), the {contract.what} "
+                        f"contract calls {hook.signature}; define it as `def {hook.signature}:`")
+    return ""
+
+
 def _check_signature(fn, hook: Hook, path: Path, contract: Contract) -> None:
     fix = f"define it as `def {hook.signature}:`"
     if not callable(fn):
