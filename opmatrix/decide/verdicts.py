@@ -35,9 +35,8 @@ Q_MAX = 0.05  # Benjamini-Hochberg level
 
 # the columns verdicts read
 READ = ["run_id", "cell", "kernel", "device", "toolchain", "workload", "dtype", "backend", "variant", "status", "phase",
-        "error", "rel_err", "timer", "waited_pct",
-        "compile_s", "config", "pairing", "round_group", "round_ms", "baseline_round_ms", "aa_round_ms", "build_round_ms", "speedup",
-        "speedup_lo", "speedup_hi", "aa_lo", "aa_hi"]
+        "error", "rel_err", "timer", "waited_pct", "compile_s", "config", "pairing", "round_group", "round_ms",
+        "baseline_round_ms", "aa_round_ms", "build_round_ms", "speedup", "speedup_lo", "speedup_hi", "aa_lo", "aa_hi"]
 
 KEEP, ADOPT, GAP, INCONCLUSIVE, NOT_RUN = "keep framework", "adopt", "gap", "inconclusive", "not run"
 NOT_JUDGED = "not judged"

@@ -19,7 +19,7 @@ class CudaError(RuntimeError):
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+    _fields_ = [("reserved", ctypes.c_ubyte * IPC_HANDLE_BYTES)]  # bytes, NULs included (c_char would stop at one)
 
 
 _lib = None
@@ -74,7 +74,7 @@ class Allocation:
         self.address, self.nbytes = pointer.value, nbytes
         handle = _Handle()
         _call("cuIpcGetMemHandle", ctypes.byref(handle), ctypes.c_uint64(self.address))
-        self.handle = bytes(handle.reserved)
+        self.handle = bytes(bytearray(handle.reserved))
         self.tensor = wrap(self.address, nbytes, self)
 
     def free(self) -> None:
@@ -96,7 +96,7 @@ class Opened:
         torch.cuda.synchronize()
         pointer = ctypes.c_uint64()
         raw = _Handle()
-        raw.reserved = handle
+        ctypes.memmove(ctypes.byref(raw), handle, IPC_HANDLE_BYTES)
         _call("cuIpcOpenMemHandle_v2", ctypes.byref(pointer), raw, ctypes.c_uint(LAZY_ENABLE_PEER_ACCESS))
         self.address = pointer.value
         self.tensor = wrap(self.address, nbytes, self)

@@ -92,7 +92,8 @@ class Starter:
 
     def __init__(self, plan: CellPlan, device: DeviceInfo, forks: ForkServer | None, rival_forks: ForkServer | None,
                  rival_env: dict, on_now: Callable[[str], None]) -> None:
-        self.plan, self.device, self.forks, self.rival_forks, self.rival_env = plan, device, forks, rival_forks, rival_env
+        self.plan, self.device, self.forks = plan, device, forks
+        self.rival_forks, self.rival_env = rival_forks, rival_env
         self.on_now = on_now
 
     def start(self, job: JobSpec, group: Group, folder: Path, cache: Path, twin: bool) -> Contestant | Result:

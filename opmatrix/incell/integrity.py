@@ -50,7 +50,8 @@ UNEVEN_BELOW, UNEVEN_SHARE, UNEVEN_BURSTS = 0.1, 0.5, 0.75
 # the upper quartile of those ratios over at least ALONE_BURSTS bursts exceeds ALONE_SLOWER is faster on contents
 # another worker has seen: answers shared between processes (the builds or variants of one contestant), which pays
 # only in the rounds where another worker of it went first
-ALONE_AMONG, ALONE_SLOWER, ALONE_BURSTS = 3, 1.5, 8
+# (calls under ALONE_MIN_MS are left out: a few-microsecond CPU call's time scatters by more than that on its own)
+ALONE_AMONG, ALONE_SLOWER, ALONE_BURSTS, ALONE_MIN_MS = 3, 2.0, 8, 0.1
 CHECK_BUDGET = 0.25  # the references of a round's checked calls may cost this share of the round's timed time
 MIN_CHECKED = 2  # calls checked per burst, at least (all of them where a burst has fewer)
 CATCH_SHARE = 0.1  # rows state the chance that wrong outputs on this share of the timed calls would be caught
@@ -251,7 +252,7 @@ class Accounts:
     def alone(self, own_ms: float, others_ms: list[float]) -> None:
         """A burst's call on contents no other worker was given, against the burst's other timed calls."""
         typical = statistics.median(others_ms) if others_ms else 0.0
-        if typical > 0:
+        if typical >= ALONE_MIN_MS:
             self.alone_ratios.append(own_ms / typical)
 
     def verdict(self) -> tuple[str, str] | None:
@@ -259,17 +260,12 @@ class Accounts:
         if self.idle_cpu_s > IDLE_EXCESS_S:
             return "suspect", (f"used {self.idle_cpu_s:.3f} s of CPU while it was not being timed (over "
                                f"{self.idle_wall_s:.2f} s of waiting between its bursts, beyond what a blocked worker "
-                               "uses): work done outside its timed calls, or taken from the contestants timed meanwhile")
+                               "uses): work done outside its timed calls, or taken from the contestants timed "
+                               "meanwhile")
         if self.bursts >= 2 and self.uneven_bursts > UNEVEN_BURSTS * self.bursts:
             return "suspect", (f"in {self.uneven_bursts} of {self.bursts} bursts at least {UNEVEN_SHARE:.0%} of its "
                                f"calls took under {UNEVEN_BELOW:.0%} of the burst's mean: calls doing the work of "
                                "others (batch-and-skip)")
-        if len(self.alone_ratios) >= ALONE_BURSTS:
-            upper = statistics.quantiles(self.alone_ratios, n=4, method="inclusive")[-1]
-            if upper > ALONE_SLOWER:
-                return "suspect", (f"in a quarter of its {len(self.alone_ratios)} bursts its call on contents no other "
-                                   f"worker had been given took at least {upper:.2f} x the median of its others: it is "
-                                   "faster on contents another process has seen (answers shared between processes)")
         if len(self.hidden_ms) >= 2:
             hidden, events = statistics.median(self.hidden_ms), statistics.median(self.event_ms)
             if hidden > max(HIDDEN_MS, events):
@@ -277,6 +273,13 @@ class Accounts:
                                    f"ms) and the L2 flush before each ({self.flush_ms:.3g} ms), the median over its "
                                    "bursts: its device work ran outside the timed events (another stream, or work "
                                    "launched after the call returned)")
+        if len(self.alone_ratios) >= ALONE_BURSTS:
+            upper = statistics.quantiles(self.alone_ratios, n=4, method="inclusive")[-1]
+            if upper > ALONE_SLOWER:
+                return "suspect", (f"in a quarter of its {len(self.alone_ratios)} bursts its call on contents no "
+                                   f"other worker had been given took at least {upper:.2f} x the median of its others: "
+                                   "it is faster on contents another process has seen, or leaves work running outside "
+                                   "its calls")
         if len(self.unaccounted) >= 2 and statistics.median(self.unaccounted) > 0.1:
             return "suspect", (f"its clock marks leave {statistics.median(self.unaccounted):.0%} of its bursts "
                                "between its calls (the median over its bursts): time taken out of its calls")

@@ -271,7 +271,8 @@ class Seat:
         fault = integrity.clock_fault(marks, calls, window, self.judge.is_cpu)
         if not fault and not self.judge.is_cpu and sum(samples) / 1e3 > marks[-1] - marks[0] + integrity.MARK_SLACK_S:
             took_ms = 1e3 * (marks[-1] - marks[0])
-            fault = f"its calls' event times add up to {sum(samples):.4g} ms, more than the {took_ms:.4g} ms its burst took"
+            fault = (f"its calls' event times add up to {sum(samples):.4g} ms, more than the {took_ms:.4g} ms its "
+                     "burst took")
         if not fault:
             allowance = calls * integrity.GAP_MS_PER_CALL / 1e3 + (
                 calls * self.judge.out_bytes / (integrity.COPY_GB_S * 1e9) if self.returns_output else 0.0)
