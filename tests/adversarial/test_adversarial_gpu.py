@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(WHY_NOT), reason=
 # a GPU call's host threads do not change its device time: a second CPU thread is not a gain there
 GPU_ADVERSARIES = {**adversaries.ADVERSARIES, "patched-events": adversaries.PATCHED_EVENTS,
                    "side-stream": adversaries.SIDE_STREAM,
-                   "more-threads-unseen": (adversaries.ADVERSARIES["more-threads-unseen"][0], {"suspect", "ok"})}
+                   "more-threads-unseen": (adversaries.ADVERSARIES["more-threads-unseen"][0], {"suspect", "ok"}),
+                   # its thread's kernels land on the default stream the next call's events also time (H100: no gain)
+                   "thread-later": (adversaries.ADVERSARIES["thread-later"][0], {"mismatch", "suspect", "ok"})}
 
 MATRIX = """
 name = "adversarial-gpu"
