@@ -70,18 +70,23 @@ class Timer:
     def _wallclock(self, fn, calls, deliver) -> Timed:
         marks, waits, clock, waited = [], [], time.perf_counter, self._waited
         for i, (inputs, out) in enumerate(calls):
+            outer = clock()
             before = waited()
             start = clock()
             returned = fn(*inputs, out)
             end = clock()
+            after = waited()
+            # a wait that fell between a read of run_delay and the call's own mark is not the call's: take out what
+            # those two gaps lasted (their wall time bounds any wait inside them)
+            gaps_ns = 1e9 * ((start - outer) + (clock() - end))
+            waits.append(after - before - gaps_ns)
             marks += [start, end]
-            waits.append(waited() - before)
             if deliver is not None:
                 deliver(i, returned)
         samples = [(marks[2 * i + 1] - marks[2 * i]) * 1e3 for i in range(len(calls))]
-        readable = all(w >= 0 for w in waits)
+        readable = self._waited is not None and waited() >= 0  # -1: the kernel keeps no run_delay here
         return Timed(samples, marks, CPU_TIMER,
-                     waited_ms=[min(w / 1e6, s) for w, s in zip(waits, samples)] if readable else [])
+                     waited_ms=[min(max(w, 0.0) / 1e6, s) for w, s in zip(waits, samples)] if readable else [])
 
     def _events(self, fn, calls, deliver) -> Timed:
         import torch
