@@ -21,6 +21,10 @@ LOWERS = "lowers"  # no host has the device: device source was generated for it,
 SUSPECT = "suspect"  # correct, but its timing cannot be real: a rate beyond the roofline bound, or its checked calls
 # took far longer than its timed ones (work skipped while timed); never eligible for a verdict
 
+# the phase of a row whose kernel spec failed (the judge's, never the contestant's or the device's fault): its
+# verdict is `not judged` (opmatrix.decide.verdicts)
+SPEC_PHASE = "spec"
+
 ALL = (OK, UNSUPPORTED, NOT_INSTALLED, COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, NO_HOST,
        ENV_ERROR, LOST, COMPILES, LOWERS, SUSPECT)
 

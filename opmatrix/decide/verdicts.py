@@ -40,7 +40,6 @@ READ = ["run_id", "cell", "kernel", "device", "toolchain", "workload", "dtype", 
 
 KEEP, ADOPT, GAP, INCONCLUSIVE, NOT_RUN = "keep framework", "adopt", "gap", "inconclusive", "not run"
 NOT_JUDGED = "not judged"
-SPEC_PHASE = "spec"  # opmatrix.incell.entry's phase of a row the kernel's spec failed
 BUSY_PCT = 5.0  # rows that waited this share (%) of their timed calls for a core: the verdict says the machine was busy
 UNMEASURED = (status.ENV_ERROR, status.NOT_INSTALLED, status.LOST)  # a baseline row in these never ran on the device
 
@@ -151,7 +150,7 @@ def _not_judged(v: Verdict, ran, baseline: str, targets) -> Verdict | None:
     """The verdict when the framework was not measured on a target: the spec failed, or the baseline's rows never
     ran (UNMEASURED); None when every target's baseline ran (ok or not)."""
     phases = ran.phase if "phase" in ran.columns else None
-    spec = ran[(phases == SPEC_PHASE).to_numpy()] if phases is not None else ran.iloc[:0]
+    spec = ran[(phases == status.SPEC_PHASE).to_numpy()] if phases is not None else ran.iloc[:0]
     if len(spec):
         v.verdict = NOT_JUDGED
         v.reason = f"{spec.error.iloc[0]}: nothing here was judged; fix the spec and run again"

@@ -31,9 +31,6 @@ from opmatrix.incell.rounds import Contestant
 from opmatrix.incell.servers import Server, ServerGone
 
 
-SPEC_PHASE = "spec"  # a row that ended because the kernel's spec failed (opmatrix.decide.verdicts: not judged)
-
-
 def _text(value, most: int) -> str:
     """A worker's text, as the judge keeps it: a string, cut to `most` characters."""
     return value[:most] if isinstance(value, str) else ""
@@ -152,7 +149,7 @@ class Starter:
             failed = Result(status=cheat.status, phase=phase, error=cheat.error)
         except SpecFault as fault:  # the spec's fault: phase `spec`, which no verdict or deployment reads as a finding
             server.kill()
-            failed = Result(status=status.ENV_ERROR, phase=SPEC_PHASE, error=str(fault))
+            failed = Result(status=status.ENV_ERROR, phase=status.SPEC_PHASE, error=str(fault))
         except Exception as exc:  # the judge's own failure (an arena that cannot be allocated): the row says so
             server.kill()
             failed = Result(status=failure_status(exc, status.ENV_ERROR), phase=server.phase,

@@ -192,7 +192,6 @@ class Seat:
         self.views = [([None if layout is None else self.arena.view(layout) for layout in inputs],
                        self.arena.view(out)) for inputs, out in self.layouts]
         description, fds = self.arena.handover()
-        server.phase = "load"
         server.request({"op": "arena", "arena": description, "slots": self.layouts}, "mapped", timeout_s, fds)
         self.accounts = integrity.Accounts(judge.threads, judge.is_cpu)
         self.verdict = correctness.Verdict(judge.tolerance, judge.atol, judge.rtol)  # the correctness trials
