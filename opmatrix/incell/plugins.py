@@ -189,11 +189,19 @@ SOURCE_SUFFIXES = {".py", ".cu", ".cuh", ".cpp", ".h", ".hpp", ".hip"}
 
 def implementation_files(kernels_dir: Path, kernel: str, backend: str) -> list[Path]:
     """A backend's implementation of a kernel: kernels/<kernel>/<backend>.py and the sources beside it that carry
-    its name (cutlass_gemm_relu.cu), the files its lines of code and its source digest are taken over."""
+    its name (cutlass_gemm_relu.cu), the files its lines of code and its source digest are taken over. Another
+    backend's implementation is never one of them: `torch` does not take torch_compile.py (a .py file belongs only
+    to the backend of its exact name), and a source named after two implementations (torch_compile_x.cu) belongs
+    to the longer name's."""
     folder = Path(kernels_dir) / kernel
-    stem = backend.replace("-", "_")
-    return sorted(p for p in folder.glob(f"{stem}*") if p.suffix in SOURCE_SUFFIXES
-                  and (p.stem == stem or p.stem.startswith(stem + "_")))
+    stem = module_file(backend)[: -len(".py")]
+    implementations = {p.stem for p in folder.glob("*.py")}
+
+    def owner(path: Path) -> str:  # the longest implementation name the source is named after
+        return max((s for s in implementations if path.stem.startswith(s + "_")), key=len, default=stem)
+
+    return sorted(p for p in folder.glob(f"{stem}*") if p.suffix in SOURCE_SUFFIXES and p.is_file()
+                  and (p.stem == stem or (p.suffix != ".py" and p.stem.startswith(stem + "_") and owner(p) == stem)))
 
 
 def declared_variants(path: Path) -> tuple[str, ...]:
