@@ -201,8 +201,16 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[str]:
         if isinstance(action, argparse._VersionAction):
             shown = ""
         choices = ", ".join(str(c) for c in action.choices) if action.choices else ""
-        rows.append("| " + " | ".join(_cell(x) for x in (f"`{name}`", action.help or "", shown, choices)) + " |")
+        rows.append("| " + " | ".join(_cell(x) for x in (f"`{name}`", _help(parser, action), shown, choices)) + " |")
     return rows
+
+
+def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """An option's help as --help prints it: argparse formats it with `%` (`%%` is a percent sign, `%(default)s`
+    the default), so the page reads what the terminal does."""
+    if not action.help:
+        return ""
+    return parser._get_formatter()._expand_help(action)
 
 
 def _statuses() -> list[str]:

@@ -109,3 +109,13 @@ def test_the_quickstart_project_plans_beside_the_built_in_kernels(tmp_path, caps
     cells = json.loads(capsys.readouterr().out)
     jobs = {(j["kernel"], j["backend"]) for c in cells for j in c["jobs"]}
     assert {("axpy", "torch"), ("axpy", "torch-compile"), ("rmsnorm", "torch"), ("rmsnorm", "torch-compile")} <= jobs
+
+
+def test_help_texts_read_in_the_reference_as_help_prints_them():
+    """argparse formats help with `%` (`1 %%` prints `1 %`): the reference shows the printed text, never the source."""
+    page = docs_reference.pages()["cli.md"]
+    assert "%%" not in page and "%(" not in page
+    assert "while an interval straddles a 1 % gain" in page
+    out = subprocess.run([sys.executable, "-m", "opmatrix", "validate", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert "1 % gain" in " ".join(out.stdout.split()) and "%%" not in out.stdout
