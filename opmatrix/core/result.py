@@ -89,6 +89,7 @@ class Result:
     # CPU: the share (%) of its timed calls' wall time it waited for a core other processes held (a busy machine);
     # taken out of its samples, checked against the kernel's own count
     waited_pct: float | None = None
+    idle_cpu_s: float | None = None  # CPU seconds its worker used between its bursts, while others were timed
     # paired, interleaved timing (opmatrix.incell.rounds): every list is aligned by round
     pairing: str = ""  # "interleaved": shuffled rounds with the baseline and its A/A twin; "": timed alone (older)
     rounds: int = 0
@@ -106,6 +107,8 @@ class Result:
     round_position: list[int] = field(default_factory=list)  # this row's place in each round's shuffled order
     round_sm_mhz: list[float] = field(default_factory=list)  # SM clock after each of its bursts (NVML)
     round_clock_events: list[str] = field(default_factory=list)  # the driver's clock-event reasons after each burst
+    # the cores other processes (not this cell's judge and workers) kept busy during each of its rounds (Linux)
+    round_others_cores: list[float] = field(default_factory=list)
     # against the device's measured ceilings (opmatrix.incell.ceilings, once per cell)
     ceiling_tflops: float | None = None
     ceiling_gbps: float | None = None

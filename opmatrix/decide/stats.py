@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from opmatrix.core import straying
 from opmatrix.decide import intervals
 from opmatrix.decide.intervals import CONFIDENCE, ProcessTerm
 from opmatrix.store import frame_rows
@@ -293,7 +294,8 @@ def add_paired_columns(df, between_processes: bool = True):
     (within the rounds only: what opmatrix calibration compares the default against)."""
     import pandas as pd
 
-    rows = frame_rows(df, READS)  # only the columns read below: every column of a run costs more than the statistics
+    stored = frame_rows(df, READS)  # only the columns read below: every column of a run costs more than the statistics
+    rows, strays = without_strays(stored)
     paired = [r.status == "ok" and bool(r.pairing) for r in rows]
     contest = [i for i, r in enumerate(rows) if paired[i] and len(r.baseline_round_ms)]
     with_aa = [i for i, r in enumerate(rows) if paired[i] and len(r.aa_round_ms)]
@@ -324,9 +326,47 @@ def add_paired_columns(df, between_processes: bool = True):
     cols["q_value"] = np.full(len(rows), np.nan)
     if (known := ~np.isnan(p_values)).any():
         cols["q_value"][known] = _scipy().false_discovery_control(p_values[known], method="bh")
+    cols["strayed_rounds"] = np.asarray([len(s.left_out) if s.total else np.nan for s in strays], dtype=float)
     # a new frame (the given one is left as it was); under pandas' copy-on-write it shares the given one's columns
     # instead of copying every one of them
-    return df.assign(**{name: pd.array(values, dtype="float64") for name, values in cols.items()})
+    return df.assign(**{name: pd.array(values, dtype="float64") for name, values in cols.items()},
+                     stray_note=pd.array([straying.describe(s, series_of(r)) if s.rounds else ""
+                                          for s, r in zip(strays, stored)], dtype="string"))
+
+
+def series_of(row) -> dict[str, list[float]]:
+    """A row's aligned round series by whose they are: its own, the baseline's, the A/A twin's, each further
+    build's (the names its stray note uses)."""
+    own = list(row.round_ms)
+    out = {"this row": own, "the baseline": list(row.baseline_round_ms), "the A/A twin": list(row.aa_round_ms)}
+    for n, build in enumerate(build_series(own, row.build_round_ms)[1:], start=2):
+        out[f"build {n}"] = build
+    return {name: values for name, values in out.items() if values}
+
+
+def without_strays(rows: list) -> tuple[list, list[straying.Strays]]:
+    """The rows with the rounds that strayed (opmatrix.core.straying: in the row's own series, the baseline's,
+    the twin's or a further build's) left out of every aligned series, and what strayed in each row. The rows
+    hand their rounds to every interval, p-value and A/A floor below: one rule, applied once."""
+    out, found = [], []
+    for r in rows:
+        if r.status != "ok" or not r.pairing or len(r.round_ms) < straying.MIN_ROUNDS:
+            out.append(r)
+            found.append(straying.Strays())
+            continue
+        strays = straying.of_rounds(*series_of(r).values())
+        found.append(strays)
+        gone = set(strays.left_out)
+        if not gone:
+            out.append(r)
+            continue
+        n = len(r.round_ms)
+
+        def keep(values) -> list[float]:
+            return [v for i, v in enumerate(values) if i % n not in gone] if len(values) % n == 0 else list(values)
+        out.append(r._replace(round_ms=keep(r.round_ms), baseline_round_ms=keep(r.baseline_round_ms),
+                              aa_round_ms=keep(r.aa_round_ms), build_round_ms=keep(r.build_round_ms)))
+    return out, found
 
 
 def ratio_groups(at: list[int], numerators: list, denominators: list) -> dict[int, tuple[np.ndarray, np.ndarray]]:

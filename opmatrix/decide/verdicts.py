@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from opmatrix.core import status
 from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP
 from opmatrix.core.result import backend_label, backend_labels, split_backend_label
-from opmatrix.decide import stats
+from opmatrix.decide import stats, trust
 from opmatrix.store import frame_rows
 
 K_AA = 2.0  # the smallest effect a verdict may claim is this many A/A half-widths
@@ -35,12 +35,11 @@ Q_MAX = 0.05  # Benjamini-Hochberg level
 
 # the columns verdicts read
 READ = ["run_id", "cell", "kernel", "device", "toolchain", "workload", "dtype", "backend", "variant", "status", "phase",
-        "error", "rel_err", "timer", "waited_pct", "compile_s", "config", "pairing", "round_group", "round_ms",
+        "error", "rel_err", "timer", *trust.READ[:-1], "compile_s", "config", "pairing", "round_group", "round_ms",
         "baseline_round_ms", "aa_round_ms", "build_round_ms", "speedup", "speedup_lo", "speedup_hi", "aa_lo", "aa_hi"]
 
 KEEP, ADOPT, GAP, INCONCLUSIVE, NOT_RUN = "keep framework", "adopt", "gap", "inconclusive", "not run"
 NOT_JUDGED = "not judged"
-BUSY_PCT = 5.0  # rows that waited this share (%) of their timed calls for a core: the verdict says the machine was busy
 UNMEASURED = (status.ENV_ERROR, status.NOT_INSTALLED, status.LOST)  # a baseline row in these never ran on the device
 
 
@@ -130,20 +129,10 @@ def _verdict(ports, g, kernel, device, toolchain, baseline, min_speedup, max_rel
         return _gap(v, baseline, missing)
     _choose(v, baseline, min_speedup, len(targets))
     v.options = _options(ran)
-    v.reason += _busy(ran)
+    found = trust.caveats(ran)
+    if found:
+        v.reason += ("; not to be trusted as it stands: " if trust.untrusted(found) else "; ") + "; ".join(found)
     return v
-
-
-def _busy(ran) -> str:
-    """A caveat where the machine was busy while the rows were timed: the largest share of a row's timed calls spent
-    waiting for a core other processes held (taken out of its times, which are then less sure)."""
-    if "waited_pct" not in ran.columns or not ran.waited_pct.notna().any():
-        return ""
-    worst = float(ran.waited_pct.max())
-    if worst < BUSY_PCT:
-        return ""
-    return (f"; a busy machine: up to {worst:.0f} % of a row's timed calls went to other processes (taken out of "
-            "its times; the A/A floor shows what is left of the noise): a quieter machine gives a surer verdict")
 
 
 def _not_judged(v: Verdict, ran, baseline: str, targets) -> Verdict | None:

@@ -5,7 +5,8 @@ each (one contestant on the device at a time). The baseline is in every round, a
 independent build of the baseline whose ratio to the baseline measures the noise of these rounds. With
 `[run] builds` >= 2 every other contestant is there that many times, each build in its own worker: what varies
 from one build to the next (an autotuner's choice, generated code, buffer placement) is then measured, not left to
-the next run to reveal. After `rounds` rounds, more are added (up to `max_rounds` and `round_extra_s` seconds) while
+the next run to reveal. After `rounds` rounds, one more is added for each round that strayed and will be left out
+of a row's intervals (opmatrix.core.straying), and more (up to `max_rounds` and `round_extra_s` seconds) while
 a contestant's interval on its ratio to the baseline still straddles the decision threshold. With `settle`, those
 extra rounds visit only the baseline, its twin and the contestants (with their builds) still undecided: one whose
 interval has cleared the threshold leaves for good, so the rounds a question still needs are not stretched by the
@@ -31,7 +32,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
+from opmatrix.core import straying
 from opmatrix.core.jobs import JobSpec, Settings
+from opmatrix.incell.machine_load import OthersMeter
 from opmatrix.incell.servers import ServerGone
 
 PROGRESS_EVERY = 10  # rounds between two progress reports (a round of a large group takes seconds on a GPU)
@@ -48,6 +51,7 @@ class Contestant:
     positions: list[int] = field(default_factory=list)  # its place in each round's shuffled order
     samples_ms: list[float] = field(default_factory=list)
     states: list[dict] = field(default_factory=list)  # telemetry at each burst (GPU)
+    round_others: list[float | None] = field(default_factory=list)  # cores other processes kept busy in each of its rounds
     timer: str = ""
     failure: ServerGone | None = None
     started_at: str = ""
@@ -119,6 +123,7 @@ class Rounds:
         self.random = random.SystemRandom()  # an order no contestant can predict
         self.first_round = first_round  # round numbers continue across blocks of one group
         self.count = 0
+        self.load = OthersMeter()
         self.id = uuid.uuid4().hex[:12]
         for c in contestants:
             if c.round_group:  # the baseline and its twin, in every block: their rounds span them all
@@ -129,7 +134,7 @@ class Rounds:
     def run(self) -> None:
         started = time.monotonic()
         while self._live():
-            if self.count >= self.settings.rounds and not self._undecided():
+            if self.count >= self.settings.rounds + self._strayed() and not self._undecided():
                 break
             if self.count >= self.settings.max_rounds:
                 break
@@ -173,7 +178,9 @@ class Rounds:
     def _round(self) -> None:
         order = self._visiting()
         self.random.shuffle(order)
+        self.load.start()
         self.bursts.round_begins(order)
+        timed = []
         for position, c in enumerate(order):
             rep_ms = burst_ms(c, self.settings)
             limit = min(c.job.timeout_s, BURST_LIMIT_S + 20 * (self.settings.burst_warmup_ms + rep_ms) / 1e3)
@@ -189,7 +196,23 @@ class Rounds:
             c.timer = reply.get("timer", c.timer)
             if reply.get("state"):
                 c.states.append(reply["state"])
+            timed.append(c)
+        others = self.load.stop()
+        for c in timed:
+            c.round_others.append(others)
         self.count += 1
+
+    def _strayed(self) -> int:
+        """How many more rounds the rows need for the rounds that strayed and will be left out of their intervals
+        (opmatrix.core.straying): each row's own, its baseline's and its twin's rounds, the most of any row."""
+        base = self.baseline
+        twin = next((c for c in self._live() if c.is_twin), None)
+        most = 0
+        for c in self._visiting():
+            series = [c.round_ms, aligned(base, c) if base is not None and c is not base else [],
+                      aligned(twin, c) if twin is not None and c is not twin else []]
+            most = max(most, len(straying.of_rounds(*series).left_out))
+        return most
 
     def _undecided(self) -> bool:
         base = self.baseline

@@ -36,7 +36,8 @@ def timed(result: Result, c: Contestant, base: Contestant | None, twin: Contesta
         timing_notes="; ".join(filter(None, [result.timing_notes, *builds_missing(c)])), round_position=c.positions,
         peer_toolchain=peer_toolchain if peer is not None else "", peer_round_ms=aligned(peer, c),
         round_sm_mhz=[s["sm_mhz"] for s in c.states if s.get("sm_mhz") is not None],
-        round_clock_events=[",".join(s.get("reasons", [])) for s in c.states])
+        round_clock_events=[",".join(s.get("reasons", [])) for s in c.states],
+        round_others_cores=c.round_others if None not in c.round_others else [])
 
 
 def judged(result: Result, c: Contestant) -> Result:
@@ -48,6 +49,7 @@ def judged(result: Result, c: Contestant) -> Result:
         return result
     waited = 100.0 * seat.waited_ms / seat.timed_ms if seat.timed_ms > 0 else None
     return dataclasses.replace(result, input_sets=seat.calls, timed_checks=seat.checked,
+                               idle_cpu_s=round(seat.accounts.idle_cpu_s, 4),
                                catch_p10=round(seat.catch_chance(), 6), judge_s=round(seat.judge_s, 4),
                                waited_pct=None if waited is None else round(waited, 3))
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from opmatrix.core import status
 from opmatrix.decide import stats
 from opmatrix.core.result import backend_label
@@ -36,6 +38,7 @@ def measurement(df) -> Section:
                                                 "stability_pct"])]
     headers = with_toolchain(["device", "matmul ceiling TFLOP/s", "copy ceiling GB/s", "median stability %",
                               "worst stability", "clock dropped"], "device", split)
+    extra += strayed_rounds(timed) + machine_load(timed)
     paired = bool((timed.pairing != "").any())
     stability = (STABILITY_PAIRED if paired else STABILITY_SEQUENTIAL)
     extra += aa_floors(timed) if paired else []
@@ -43,6 +46,33 @@ def measurement(df) -> Section:
                    "ceilings measured in each cell (large matmul per dtype, large device-to-device copy); "
                    f"{stability} (goal: within 2%); clock dropped: SM clock fell >5% during timing or the driver "
                    "reported a power/thermal cap (NVML)", extra)
+
+
+def strayed_rounds(timed) -> list[str]:
+    """One line per row whose rounds strayed (opmatrix.core.straying): which, how far, and whether they were left
+    out of its interval."""
+    if "stray_note" not in timed.columns:
+        return []
+    hit = timed[timed.stray_note.fillna("") != ""]
+    return [f"{r.device} {r.kernel} {r.workload} {r.dtype} {backend_label(r.backend, r.variant)}: {r.stray_note}"
+            for r in frame_rows(hit, ["device", "kernel", "workload", "dtype", "backend", "variant", "stray_note"])]
+
+
+def machine_load(timed) -> list[str]:
+    """Per device, the load other processes put on the machine while its rows were timed (the busiest row's
+    median round), and the most CPU a contestant's worker used between its bursts."""
+    out = []
+    for device, g in timed.groupby("device"):
+        loads = [float(np.median(v)) for v in g.round_others_cores if v is not None and len(v)]
+        idle = g.idle_cpu_s.dropna() if "idle_cpu_s" in g.columns else g.iloc[:0, :0]
+        if not loads:
+            continue
+        text = (f"{device}: other processes kept {np.median(loads):.2g} cores busy in the median round of the median "
+                f"row, {max(loads):.2g} in the busiest row's")
+        if len(idle):
+            text += f"; a contestant's worker used at most {float(idle.max()):.3g} s of CPU between its bursts"
+        out.append(text)
+    return out
 
 
 def kept_ceilings(timed) -> list[str]:
