@@ -160,7 +160,7 @@ def plugins_reference() -> str:
             out.append(f"| `{name}` | module attribute | yes |")
         for hook in rules.hooks:
             out.append(f"| `{hook.signature}` | hook | {'yes' if hook.required else 'no'} |")
-        for constant in rules.constants or ():
+        for constant in (*(rules.constants or ()), *rules.read):
             out.append(f"| `{constant.name}` | constant: {_cell(constant.expected)} | no |")
         out.append("")
         if rules.constants is None:

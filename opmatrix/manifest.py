@@ -26,6 +26,8 @@ class Session:
 class RunManifest:
     run_id: str
     matrix: str = ""
+    description: str = ""  # the matrix's own description (free text), shown under the report's title
+    devices: dict[str, str] = field(default_factory=dict)  # device id -> its [[device]] description, where it has one
     started_at: str = ""
     finished_at: str = ""
     driver_host: str = ""

@@ -239,6 +239,7 @@ def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunMani
     sources = {**(previous.sources if previous else {}), **now}  # as of this session
     return RunManifest(
         run_id=run_id, matrix=_display_path(matrix.source), started_at=previous.started_at if previous else _now(),
+        description=matrix.description, devices={d.id: d.description for d in matrix.device if d.description},
         driver_host=socket.gethostname(), cells=_cell_jobs(planned),
         planned_jobs=sum(len(p.all_jobs()) for p in planned), baseline=matrix.acceptance.baseline,
         acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()),

@@ -272,3 +272,22 @@ def tilelang_cache_off():
     finally:
         if was:
             tilelang.enable_cache()
+
+
+# Rows of a report built without running anything: one device, one kernel and workload, the fields a section reads.
+REPORT_ROW = dict(device="h200", kernel="gemm", workload="w", dtype="float16", status="ok", timer="cuda-events",
+                  rel_err=1e-4, tolerance=1e-2, trials=3, flops=2e12, min_bytes=1e9, compile_s=1.0,
+                  compile_cache="cold")
+
+
+def report_result(backend: str = "torch", toolchain: str = "a", **fields) -> Result:
+    """One stored row of a report (REPORT_ROW, with `fields` over it)."""
+    values = {**REPORT_ROW, **fields}
+    return Result(run_id="r", cell=f"{values['device']}.{toolchain}", toolchain=toolchain, backend=backend, **values)
+
+
+def report_frame(*results: Result):
+    """Results as the store hands them to the report (NaN for missing numbers, speed-ups over torch derived)."""
+    from opmatrix.store import add_speedup, frame
+
+    return add_speedup(frame(list(results)), "torch")

@@ -119,3 +119,10 @@ def test_help_texts_read_in_the_reference_as_help_prints_them():
     out = subprocess.run([sys.executable, "-m", "opmatrix", "validate", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert "1 % gain" in " ".join(out.stdout.split()) and "%%" not in out.stdout
+
+
+def test_a_specs_dtypes_are_documented_where_its_other_names_are():
+    """DTYPES (what dtypes a matrix may name for the kernel) is read by plan: the reference and the guide say so."""
+    assert "| `DTYPES` | constant: the dtype names the kernel is defined for" in docs_reference.pages()["plugins.md"]
+    guide = (DOCS / "writing-kernels-and-backends.md").read_text(encoding="utf-8")
+    assert "\nDTYPES = (" in guide.split("## A kernel")[1].split("## A backend adapter")[0]

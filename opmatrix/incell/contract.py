@@ -54,6 +54,9 @@ class Contract:
     hooks: tuple[Hook, ...]
     constants: tuple[Constant, ...] | None  # None: the file's UPPER_CASE names are free (a spec's shared facts)
     required: tuple[str, ...] = ()  # required module attributes that are not hooks
+    # constants opmatrix reads where the file's UPPER_CASE names are otherwise free (constants None): documented in
+    # docs/reference/plugins.md, checked where they are read (a spec's DTYPES: opmatrix.catalog)
+    read: tuple[Constant, ...] = ()
     retired: dict[str, str] = field(default_factory=dict)  # old names -> what replaced them
 
     def hook(self, name: str) -> Hook:
@@ -71,7 +74,11 @@ SPEC = Contract("kernel spec", (
     Hook("elementwise_tolerance", ("dtype",), required=False),
     # a workload a matrix defines by its parameters ([workload.<kernel>.<name>]): ValueError(why) refuses it
     Hook("check_workload", ("workload",), required=False),
-), constants=None, required=("WORKLOADS",))
+), constants=None, required=("WORKLOADS",), read=(
+    Constant("DTYPES", _names, "the dtype names the kernel is defined for (a non-empty tuple); a matrix that names "
+             "another is refused by `opmatrix plan`. Default: the keys of a `TOLERANCE` dict of dtype -> tolerance "
+             "when the spec has one, else float16, bfloat16, float32 and float64"),
+))
 
 IMPL = Contract("kernel implementation", (
     Hook("build", ("workload", "dtype", "device", "variant")),

@@ -14,8 +14,12 @@ from opmatrix.report.sections import sections
 
 
 def header(df, manifest: RunManifest) -> list[str]:
-    lines = [f"# opmatrix run `{manifest.run_id}`", "",
-             f"matrix `{manifest.matrix}` · started {manifest.started_at} · "
+    lines = [f"# opmatrix run `{manifest.run_id}`", ""]
+    if manifest.description.strip():  # the matrix's description: what the run is for, in its author's words
+        lines += [inline(manifest.description.strip()), ""]
+    for device, text in sorted(manifest.devices.items()):  # each [[device]]'s own description
+        lines += [f"device `{inline(device)}`: {inline(text.strip())}", ""]
+    lines += [f"matrix `{manifest.matrix}` · started {manifest.started_at} · "
              f"finished {manifest.finished_at} · {len(df)} results "
              f"({', '.join(f'{s} {n}' for s, n in df.status.value_counts().items())})"]
     left = manifest.planned_jobs - len(df)
