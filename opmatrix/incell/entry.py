@@ -25,7 +25,7 @@ from opmatrix.incell import plugins
 from opmatrix.incell.contents import SpecFault
 from opmatrix.incell.forkserver import ForkServer
 from opmatrix.incell.integrity import Cheat
-from opmatrix.incell.phases import describe, failure_status
+from opmatrix.incell.phases import describe, failure_status, import_failed
 from opmatrix.incell.plugins import PluginError
 from opmatrix.incell.rounds import Contestant
 from opmatrix.incell.servers import Server, ServerGone
@@ -34,6 +34,16 @@ from opmatrix.incell.servers import Server, ServerGone
 def _text(value, most: int) -> str:
     """A worker's text, as the judge keeps it: a string, cut to `most` characters."""
     return value[:most] if isinstance(value, str) else ""
+
+
+def _load_spec(kernels_dir: Path, kernel: str):
+    """The kernel's spec; an import of it that fails is a PluginError naming the spec's file and line."""
+    try:
+        return plugins.load_spec(kernels_dir, kernel)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(import_failed(exc, kernels_dir / kernel / "spec.py", f"kernels/{kernel}/spec.py")) from None
 
 
 class Group:
@@ -45,7 +55,7 @@ class Group:
         self.judge = None
         self.description: dict = {}
         try:
-            self.spec = plugins.load_spec(Path(plan.kernels_dir_of(first)), first.kernel)
+            self.spec = _load_spec(Path(plan.kernels_dir_of(first)), first.kernel)
             self.workload = dict(first.params) if first.params else dict(self.spec.WORKLOADS[first.workload])
             self.description = dict(shape=self.spec.describe(self.workload),
                                     flops=float(self.spec.flops(self.workload)),

@@ -46,12 +46,25 @@ def describe(exc: BaseException) -> str:
     return text if len(text) < 2000 else text[:2000] + " ..."
 
 
-def raised_at(exc: BaseException, path: Path) -> str:
-    """'FILE:LINE' of the deepest frame of `exc`'s traceback inside `path` (else its deepest frame)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    inside = [f for f in frames if Path(f.filename).resolve() == Path(path).resolve()]
-    frame = (inside or frames or [None])[-1]
-    return f"{frame.filename}:{frame.lineno}" if frame is not None else str(path)
+def line_in(exc: BaseException, path: Path) -> int | None:
+    """The line of `path` that `exc` was raised at: the innermost frame of its traceback inside that file (an import
+    it makes, a call at module level), or a SyntaxError's own line when the file does not parse; None when the
+    traceback never passed through it."""
+    path = Path(path).resolve()
+    if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == path:
+        return exc.lineno
+    inside = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path]
+    return inside[-1].lineno if inside else None
+
+
+def import_failed(exc: BaseException, path: Path, shown: str) -> str:
+    """Why a plugin file failed to import, as a row's reason: `kernels/softmax/torch_compile.py:3:
+    ModuleNotFoundError: No module named 'torhc'` (`shown` is the file as messages name it, the line the innermost
+    one inside it), then the traceback's last frames on the lines below for whoever reads results.jsonl."""
+    line = line_in(exc, path)
+    where = f"{shown}:{line}" if line is not None else shown
+    frames = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-4)).rstrip()
+    return f"{where}: {describe(exc)}\n{frames}"
 
 
 @dataclass(frozen=True)
@@ -71,13 +84,14 @@ def load_backend(task: WorkerTask, check_environment: Callable[[dict], str]) -> 
     """The backend adapter, its environment applied to this process (compiler caches pointed into the job's own
     folder) and the version it imports. A package that is not installed is `not_installed` before anything else
     imports it; an environment that overrides what the toolchain pins is refused (`check_environment` says why)."""
-    path = Path(task.backends_dir) / plugins.module_file(task.job.backend)
+    name = plugins.module_file(task.job.backend)
     try:
         backend = plugins.load_backend(Path(task.backends_dir), task.job.backend)
     except PluginError:
         raise
     except Exception as exc:  # the adapter's own import failed: an environment fault, named with its file and line
-        raise PluginError(f"backend adapter failed to load: {describe(exc)} ({raised_at(exc, path)})") from None
+        first, _, frames = import_failed(exc, Path(task.backends_dir) / name, f"backends/{name}").partition("\n")
+        raise PluginError(f"{first} (the backend adapter failed to load)\n{frames}") from None
     env = backend.environment(task.device, Path(task.cache_dir))
     clash = check_environment(env)
     if clash:
@@ -100,9 +114,16 @@ def check_coverage(backend: Backend, task: WorkerTask) -> None:
 def load_kernel(task: WorkerTask, backend: Backend) -> Loaded:
     job, kernels_dir = task.job, Path(task.kernels_dir)
     impl_file = f"kernels/{job.kernel}/{plugins.module_file(job.backend)}"
-    if not plugins.impl_path(kernels_dir, job.kernel, job.backend).is_file():
+    path = plugins.impl_path(kernels_dir, job.kernel, job.backend)
+    if not path.is_file():
         raise JobFailed(status.UNSUPPORTED, f"no implementation: {impl_file} does not exist")
-    return Loaded(backend, plugins.load_impl(kernels_dir, job.kernel, job.backend), impl_file)
+    try:
+        impl = plugins.load_impl(kernels_dir, job.kernel, job.backend)
+    except PluginError:
+        raise
+    except Exception as exc:  # the implementation's own import failed: named with its file and line
+        raise PluginError(import_failed(exc, path, impl_file)) from None
+    return Loaded(backend, impl, impl_file)
 
 
 def _invoke(make: Callable, task: WorkerTask):

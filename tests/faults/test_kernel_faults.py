@@ -76,8 +76,8 @@ EXPECTED = {
     "partial": ("mismatch", "correctness", ["NaN = unwritten or non-finite"]),
     "wrong": ("mismatch", "correctness", ["relative error", "> tolerance"]),
     "broken": ("compile_error", "build", ["RuntimeError", "no viable overload for 'tl.dot'"]),
-    "importerr": ("env_error", "load", ["backend adapter failed to load", "ModuleNotFoundError",
-                                        "opmatrix_fault_suite_missing_module"]),
+    "importerr": ("env_error", "load", ["backends/importerr.py:1: ModuleNotFoundError",
+                                        "backend adapter failed to load", "opmatrix_fault_suite_missing_module"]),
 }
 
 
