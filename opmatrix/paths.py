@@ -1,7 +1,11 @@
 """Where the project's folders are.
 
-The built-in backend adapters and kernels ship inside the package (opmatrix/builtin/backends, .../kernels); a
-project's own backends/ and kernels/ add to them or override them by name (opmatrix.incell.plugins).
+The built-in backend adapters and kernels are the repository's top-level kernels/ and backends/: a checkout is
+itself a project (matrix/, kernels/, backends/, reports/). The wheel ships the same folders inside the package, as
+opmatrix/builtin/kernels and opmatrix/builtin/backends (pyproject.toml's package-dir maps them), so BUILTIN_KERNELS /
+BUILTIN_BACKENDS are the checkout's folders in a checkout and the package's once installed: decided here, once.
+A project's own backends/ and kernels/ add to them or override them by name (opmatrix.incell.plugins); in a
+checkout the project's folders are the built-in ones, listed once.
 From a checkout (or an editable install of one) the project is the checkout: matrix/ and reports/ sit beside the
 opmatrix package. From an installed opmatrix (a wheel in site-packages) the project is the
 current directory, or OPMATRIX_ROOT where set: the user's own matrix/, kernels/ and backends/ (a matrix file also
@@ -11,11 +15,14 @@ import os
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-BUILTIN_KERNELS = PACKAGE / "builtin" / "kernels"
-BUILTIN_BACKENDS = PACKAGE / "builtin" / "backends"
 # a checkout: the package beside the repository's noxfile and default matrix (never true in site-packages)
 CHECKOUT = PACKAGE.parent if (PACKAGE.parent / "noxfile.py").is_file() \
     and (PACKAGE.parent / "matrix" / "default.toml").is_file() else None
+# where the built-in plugins are: the checkout's top level, else the installed package's builtin/ (the wheel's
+# mapping of the same folders, pyproject.toml [tool.setuptools.package-dir])
+BUILTIN_ROOT = CHECKOUT or PACKAGE / "builtin"
+BUILTIN_KERNELS = BUILTIN_ROOT / "kernels"
+BUILTIN_BACKENDS = BUILTIN_ROOT / "backends"
 ROOT_ENV = "OPMATRIX_ROOT"
 ROOT = CHECKOUT or Path(os.environ.get(ROOT_ENV) or Path.cwd()).resolve()
 KERNELS = ROOT / "kernels"

@@ -1,9 +1,12 @@
 """opmatrix installed as a package (no checkout around it) works on the project it is started in: `plan` and `run`
 find the project's matrix/, kernels/ and backends/ beside the backend adapters and kernels the package ships, write
 reports/ and .opmatrix/ there, never into site-packages, and cells import this engine through a folder that holds
-only it. The `wheel` tests build the wheel and install it, not editable, into a fresh virtual environment (its
-dependencies, torch among them, are this test environment's, on PYTHONPATH: nothing is downloaded), and install
-plugin packages that register through entry points beside it."""
+only it. The built-in kernels and backends are the checkout's top-level kernels/ and backends/; installed, they are
+the package's builtin/kernels and builtin/backends (pyproject.toml's package-dir). The `wheel` tests build the wheel
+from the checkout's files and install it, not editable, into a fresh virtual environment (its dependencies, torch
+among them, are this test environment's, on PYTHONPATH: nothing is downloaded), check that it carries every file of
+the package and of both plugin folders and run a built-in kernel from it, and install plugin packages that register
+through entry points beside it."""
 import base64
 import hashlib
 import os
@@ -43,11 +46,24 @@ dtypes = { cpu = ["float32"] }
 PROBE = "def build(workload, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2)\n"
 
 
+IGNORED = shutil.ignore_patterns("__pycache__", ".opmatrix")
+# what the wheel carries, as the checkout lays it out: the package, and the plugin folders it maps into it
+CHECKOUT_FILES = ("pyproject.toml", "README.md")
+CHECKOUT_FOLDERS = ("opmatrix", "kernels", "backends")
+
+
+def _files(folder: Path) -> set[Path]:
+    return {p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
 @pytest.fixture
 def installed(tmp_path):
-    """site/opmatrix: a copy of the package with no checkout beside it; project/: a user's folder."""
+    """site/opmatrix: the package as installed (the built-in plugins inside it) with no checkout beside it;
+    project/: a user's folder."""
     site = tmp_path / "site"
-    shutil.copytree(paths.PACKAGE, site / "opmatrix", ignore=shutil.ignore_patterns("__pycache__", ".opmatrix"))
+    shutil.copytree(paths.PACKAGE, site / "opmatrix", ignore=IGNORED)
+    shutil.copytree(paths.BUILTIN_KERNELS, site / "opmatrix" / "builtin" / "kernels", ignore=IGNORED)
+    shutil.copytree(paths.BUILTIN_BACKENDS, site / "opmatrix" / "builtin" / "backends", ignore=IGNORED)
     project = plugin_root(tmp_path / "project", {"probe": PROBE})
     (project / "matrix").mkdir()
     (project / "matrix" / "mine.toml").write_text(MATRIX)
@@ -179,9 +195,10 @@ def wheel_venv(tmp_path_factory):
     root = tmp_path_factory.mktemp("wheel")
     source = root / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(paths.PACKAGE.parent / name, source / name)
-    shutil.copytree(paths.PACKAGE, source / "opmatrix", ignore=shutil.ignore_patterns("__pycache__", ".opmatrix"))
+    for name in CHECKOUT_FILES:
+        shutil.copy(paths.CHECKOUT / name, source / name)
+    for name in CHECKOUT_FOLDERS:
+        shutil.copytree(paths.CHECKOUT / name, source / name, ignore=IGNORED)
     wheel = _build_wheel(source, root / "dist")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -218,11 +235,17 @@ def test_a_wheel_installed_opmatrix_plans_and_runs_a_project_of_one_kernel_with_
     where = subprocess.run([str(python), "-c", "import opmatrix; print(opmatrix.__file__)"], env=env, check=True,
                            cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     assert Path(where).is_relative_to(venv) and not list(venv.rglob("__editable__*"))  # the wheel, not this tree
-    shipped = {p.relative_to(paths.PACKAGE) for p in (paths.PACKAGE / "builtin").rglob("*")
-               if p.is_file() and "__pycache__" not in p.parts}
-    installed = {p.relative_to(Path(where).parent) for p in (Path(where).parent / "builtin").rglob("*")
-                 if p.is_file() and "__pycache__" not in p.parts}
-    assert shipped and installed == shipped  # every shipped plugin file is in the wheel (package data)
+    package = Path(where).parent
+    # every file of the package and of the checkout's kernels/ and backends/ is in the wheel, the plugin folders
+    # inside the package where opmatrix.paths looks for them once installed
+    assert _files(package / "builtin" / "kernels") == _files(paths.BUILTIN_KERNELS) and _files(paths.BUILTIN_KERNELS)
+    assert _files(package / "builtin" / "backends") == _files(paths.BUILTIN_BACKENDS)
+    assert {p for p in _files(package) if p.parts[0] != "builtin"} == _files(paths.PACKAGE)
+    assert not list(Path(where).parents[1].glob("kernels")) and not list(Path(where).parents[1].glob("backends"))
+    located = subprocess.run([str(python), "-c", "from opmatrix import paths; print(paths.CHECKOUT, "
+                              "paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS)"], env=env, check=True, cwd=tmp_path,
+                             capture_output=True, text=True).stdout.split()
+    assert located == ["None", str(package / "builtin" / "kernels"), str(package / "builtin" / "backends")]
     project = _project(tmp_path / "project")
     out = opmatrix("plan", "matrix/mine.toml", cwd=project)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -1,6 +1,11 @@
 """Imports run one way: the import graph of opmatrix/, read from the source, follows the declared layers and has
 no cycle, between modules or between packages (opmatrix.<name>).
 
+The checkout is itself an example project: matrix/, kernels/, backends/, reports/, tests/, noxfile.py and
+pyproject.toml at its top level, the built-in kernels and backend adapters being its kernels/ and backends/ (the
+wheel maps them into the package: opmatrix.paths). Those plugin files are loaded by path, never imported by
+opmatrix/, and import from opmatrix only its plugin API, opmatrix.kit.
+
 The graph is built with `ast` from every module under opmatrix/, lazy (function-level) imports included: a lazy
 import is still a dependency, it only moves the moment it is paid. Imports under `if TYPE_CHECKING:` are left out
 (they never run). A module may import from its own layer and the layers below it; anything else is named here
@@ -18,7 +23,7 @@ from opmatrix import paths
 # Lowest first. A name is a top-level module or package of opmatrix (opmatrix.<name>); "" is opmatrix/__init__.py.
 LAYERS = (
     ("core", {"core", "paths", "interrupts"}),
-    ("in-cell", {"incell", "kit", "builtin"}),
+    ("in-cell", {"incell", "kit"}),
     ("driver", {"", "matrix_checks", "matrix_workloads", "matrix", "catalog", "plan", "manifest", "store", "cellenv",
                 "scheduling", "mdtable", "sites"}),
     ("decide", {"decide"}),
@@ -53,6 +58,13 @@ def _modules() -> dict[str, Path]:
             parts.pop()
         found[".".join(parts)] = path
     return found
+
+
+def _plugin_files() -> dict[str, Path]:
+    """The built-in plugin files, named as the loaders do not (kernels.rmsnorm.triton, backends.torch): only for
+    the messages below."""
+    return {".".join(path.relative_to(paths.CHECKOUT).with_suffix("").parts): path
+            for folder in (paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS) for path in sorted(folder.rglob("*.py"))}
 
 
 def _type_checking(node: ast.If) -> bool:
@@ -216,3 +228,32 @@ def test_the_checker_sees_lazy_imports_and_skips_type_only_ones(tmp_path):
     assert found == {"opmatrix.core.status": 3, "opmatrix.report.markdown": 7, "opmatrix.core.keys": 8}
     assert layer("opmatrix.report.markdown") > layer("opmatrix.core.probe")
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_checkout_is_a_project_whose_kernels_and_backends_are_the_built_in_ones():
+    root = paths.CHECKOUT
+    assert root is not None, "the tests run from a checkout"
+    for name in ("matrix", "kernels", "backends", "reports", "tests"):
+        assert (root / name).is_dir(), name
+    for name in ("noxfile.py", "pyproject.toml", "matrix/default.toml"):
+        assert (root / name).is_file(), name
+    assert (paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS) == (root / "kernels", root / "backends")
+    assert (paths.KERNELS, paths.BACKENDS) == (paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS)  # the same folders
+    assert not (paths.PACKAGE / "builtin").exists()  # one copy: the wheel's builtin/ is made from the top level
+    assert list(paths.BUILTIN_KERNELS.glob("*/spec.py")) and list(paths.BUILTIN_BACKENDS.glob("*.py"))
+
+
+def test_built_in_plugins_import_only_the_plugin_api_and_nothing_imports_them():
+    modules = _modules()
+    broken = [f"{path.relative_to(paths.CHECKOUT)}:{imp.line}: imports {imp.imported}"
+              for name, path in _plugin_files().items() for imp in _imports(name, path, modules)
+              if imp.imported != "opmatrix.kit" and not imp.imported.startswith("opmatrix.kit.")]
+    assert not broken, "plugin files import opmatrix.kit only:\n  " + "\n  ".join(broken)
+    importers = []
+    for name, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            named = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            importers += [f"{path.relative_to(paths.PACKAGE)}:{node.lineno}: {n}" for n in named
+                          if n.split(".")[0] in ("kernels", "backends") or n.startswith("opmatrix.builtin")]
+    assert not importers, f"plugin files are loaded by path (opmatrix.incell.plugins), never imported: {importers}"

@@ -1,4 +1,4 @@
-"""Where kernels and backends come from (opmatrix.incell.plugins.Registry): the ones shipped in the package, those
+"""Where kernels and backends come from (opmatrix.incell.plugins.Registry): the ones shipped with opmatrix, those
 installed packages register through the entry point groups opmatrix.kernels / opmatrix.backends, and the
 project's own folders, which win by name. The installed packages here are real distributions on sys.path (a
 dist-info folder with entry_points.txt, as pip writes it), found by importlib.metadata."""
@@ -68,6 +68,26 @@ def test_the_shipped_plugins_are_found_without_a_project():
     assert {"rmsnorm", "flash_attention"} <= set(found.kernels())
     assert found.kernel("rmsnorm").origin == plugins.SHIPPED
     assert found.backend_dir("torch-compile") == paths.BUILTIN_BACKENDS
+
+
+def test_in_a_checkout_the_projects_folders_are_the_shipped_ones_listed_once(tmp_path):
+    """A checkout is itself a project: its kernels/ and backends/ are the built-in ones. Named as the project's too
+    (the CLI, a matrix under matrix/), they are one source: no name twice, no override of itself, nothing to say."""
+    assert (paths.KERNELS, paths.BACKENDS) == (paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS)
+    found = plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, paths.KERNELS, paths.BACKENDS)
+    assert found.kernels() == registry().kernels() and found.backends() == registry().backends()
+    for name in found.kernels():
+        assert found.kernel(name).origin == plugins.SHIPPED
+    for name in found.backends():
+        assert found.backend(name).origin == plugins.SHIPPED and found.backend_dir(name) == paths.BUILTIN_BACKENDS
+    assert found.origins(found.kernels(), found.backends()) == []
+    assert "project" not in found.searched("kernel") and str(paths.BUILTIN_KERNELS) in found.searched("kernel")
+    link = tmp_path / "kernels"  # the same folder by another path is still the same folder
+    link.symlink_to(paths.BUILTIN_KERNELS, target_is_directory=True)
+    assert plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, link).kernel("rmsnorm").origin == \
+        plugins.SHIPPED
+    m = load_matrix(paths.DEFAULT_MATRIX)  # a matrix of the checkout finds kernels/ above it: the shipped folder
+    assert m.kernels_dir() == paths.BUILTIN_KERNELS and plan.plugin_lines(m) == []
 
 
 def test_an_installed_packages_backend_and_kernel_are_discovered_and_run_through_the_loaders(site):

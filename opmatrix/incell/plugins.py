@@ -2,7 +2,7 @@
 types a plugin file hands back.
 
 Plain modules, like asv benchmarks: `kernels/<op>/spec.py`, `kernels/<op>/<backend>.py`, `backends/<backend>.py`.
-Where they come from (`Registry`, `discover`): the ones shipped in the package (opmatrix/builtin/), those other
+Where they come from (`Registry`, `discover`): the ones shipped with opmatrix (opmatrix.paths.BUILTIN_*), those other
 installed packages register through the entry point groups `opmatrix.kernels` and `opmatrix.backends`, and the
 project's own kernels/ and backends/, which add to them or override them by name (the project's wins). Each is
 checked against its contract (opmatrix.incell.contract) as it is loaded, so a wrong signature or an unknown constant
@@ -302,8 +302,14 @@ class Registry:
 def discover(shipped_kernels: Path, shipped_backends: Path, project_kernels: Path | None = None,
              project_backends: Path | None = None) -> Registry:
     """The registry of the shipped plugins (opmatrix.paths.BUILTIN_*), the installed packages' entry points and the
-    project's folders (those that exist). Nothing is imported but the packages that hold entry point files (to
-    find them); each file is checked against its contract when it is loaded."""
+    project's folders (those that exist). A project folder that is the shipped one (a checkout of opmatrix is itself
+    a project: its kernels/ and backends/ are the built-in ones) is one source, the shipped: nothing is listed twice
+    or overrides itself. Nothing is imported but the packages that hold entry point files (to find them); each file
+    is checked against its contract when it is loaded."""
+    same = {"kernel": _same_folder(project_kernels, shipped_kernels),
+            "backend": _same_folder(project_backends, shipped_backends)}
+    project_kernels = None if same["kernel"] else project_kernels
+    project_backends = None if same["backend"] else project_backends
     kernels: dict[str, list[Found]] = {}
     backends: dict[str, list[Found]] = {}
     broken: dict[tuple[str, str], str] = {}
@@ -315,11 +321,15 @@ def discover(shipped_kernels: Path, shipped_backends: Path, project_kernels: Pat
     shipped = [Found(n, f, SHIPPED, p) for n, f, p in _folder_backends(shipped_backends)]
     for found in [*project, *_entry_points(BACKEND_GROUP, broken), *shipped]:
         backends.setdefault(found.name, []).append(found)
-    searched = {kind: f"the project's {project or '(none)'}, the shipped {shipped} or an installed package's "
-                      f"{group} entry points"
+    searched = {kind: ("" if same[kind] else f"the project's {project or '(none)'}, ")
+                      + f"the shipped {shipped} or an installed package's {group} entry points"
                 for kind, project, shipped, group in (("kernel", project_kernels, shipped_kernels, KERNEL_GROUP),
                                                       ("backend", project_backends, shipped_backends, BACKEND_GROUP))}
     return Registry(kernels, backends, broken, searched)
+
+
+def _same_folder(a: Path | None, b: Path | None) -> bool:
+    return a is not None and b is not None and Path(a).resolve() == Path(b).resolve()
 
 
 def _folder_kernels(folder: Path | None):
