@@ -17,10 +17,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from opmatrix.core import status
 from opmatrix.core.result import Result, backend_label
-from opmatrix.core.text import visible
+from opmatrix.core.text import shorten, visible
 from opmatrix.report.styles import plain, status_style
 
-ERROR_CHARS = 160  # the first line of an error, as far as the log line shows it
+ERROR_CHARS = 160  # the first line of an error, as far as the log line shows it (cut at a word, with "...")
 
 
 @dataclass
@@ -33,8 +33,9 @@ class _Cell:
 
 
 class ProgressView:
-    def __init__(self, plans: list, console) -> None:
+    def __init__(self, plans: list, console, full_text: str = "") -> None:
         self.console = console
+        self.full_text = full_text  # where a shortened error's whole first line will be (the run's report.md)
         self.cells = {p.cell.id: _Cell(p.cell.device.id) for p in plans}
         jobs: dict[str, int] = {}
         for p in plans:
@@ -99,7 +100,7 @@ class ProgressView:
     def _result_line(self, r: Result, label: str) -> str:
         speed = f" {r.median_ms:.4g} ms" if r.median_ms is not None else ""
         error = (r.error or "").strip().splitlines()
-        why = f": {plain(error[0][:ERROR_CHARS])}" if error and r.status != status.OK else ""
+        why = f": {plain(shorten(error[0], ERROR_CHARS, self.full_text))}" if error and r.status != status.OK else ""
         style = status_style(r.status)
         shown = f"[{style}]{plain(r.status)}[/]" if style else plain(r.status)
         return f"{plain(f'[{self.done:>4}/{self.total}]')} {plain(r.cell)} {plain(label)} -> {shown}{speed}{why}"

@@ -264,7 +264,7 @@ def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifes
                       f"jobs; {manifest.scheduler}", highlight=False, markup=False)
         started = time.perf_counter()
         try:
-            with ProgressView(plans, console) as progress, \
+            with ProgressView(plans, console, full_text=shown_path(store.run_dir / "report.md")) as progress, \
                     contextlib.closing(scheduler.run(plans, matrix.device, progress)) as results:
                 for result in results:
                     store.append(result)
@@ -277,6 +277,14 @@ def _schedule(scheduler, plans, matrix, store: ResultStore, manifest: RunManifes
 def _started(folder: Path) -> bool:
     """A run folder --resume can continue: it has rows, or a run.json (a run stopped before its first row)."""
     return (folder / RESULTS_JSONL).is_file() or (folder / MANIFEST).is_file()
+
+
+def shown_path(path: Path) -> str:
+    """A file of the run as a message names it: from the working folder when it lies below it
+    (reports/<run>/report.md), else in full."""
+    path = Path(path).absolute()
+    cwd = Path.cwd()
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
 def _display_path(source: str) -> str:
@@ -303,7 +311,7 @@ def finish(store: ResultStore, console, strict: bool = False) -> Path:
         (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
     path = report.write_markdown(df, manifest, store.run_dir / "report.md", verdicts)
     page = report.write_html(df, manifest, store.run_dir / REPORT_HTML, verdicts) if html_pages() else None
-    report.print_terminal(df, console, verdicts)
+    report.print_terminal(df, console, verdicts, full_text=shown_path(path))
     write_comparisons(df, manifest, store.run_dir, console)
     if manifest.run_id and (store.run_dir / MANIFEST).is_file():
         manifest.reported_rows = len(df)

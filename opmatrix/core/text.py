@@ -74,3 +74,19 @@ def visible_frame(df):
         if unsafe.any():
             df.loc[unsafe, name] = column[unsafe].map(visible)
     return df
+
+
+ELLIPSIS = "..."
+
+
+def shorten(text: str, limit: int, full_text: str = "") -> str:
+    """text as it is when it has at most `limit` characters, else cut at the last space that keeps it within
+    `limit`, ending in "..." (a word is cut only when the text has no space in its second half), followed by
+    "(full text: FILE)" when `full_text` names the file that holds all of it."""
+    if len(text) <= limit:
+        return text
+    cut = text[:max(limit - len(ELLIPSIS), 1)]
+    space = cut.rfind(" ")
+    if space > len(cut) // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + ELLIPSIS + (f" (full text: {full_text})" if full_text else "")

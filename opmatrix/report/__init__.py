@@ -10,11 +10,12 @@ from opmatrix.report.sections import sections
 from opmatrix.report.table import Section
 
 
-def print_terminal(df, console=None, verdicts=None) -> None:
-    """The report's tables in the terminal (rich is imported only when this is called)."""
+def print_terminal(df, console=None, verdicts=None, full_text: str = "") -> None:
+    """The report's tables in the terminal (rich is imported only when this is called); a long failure reason is
+    shortened there, saying that `full_text` (report.md) holds it whole."""
     from opmatrix.report.terminal import print_terminal as render
 
-    render(df, console, verdicts)
+    render(df, console, verdicts, full_text)
 
 
 def write_html(df, manifest, path, verdicts=None):

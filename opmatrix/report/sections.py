@@ -58,12 +58,19 @@ def compile_times(df) -> Section:
     return Section(COMPILE_TITLE, headers, rows)
 
 
+def reason(error) -> str:
+    """A failed row's reason: the first line of its error, whole (the traceback below it stays in results.jsonl).
+    The terminal shortens it (report.terminal); report.md and report.html keep all of it."""
+    lines = (error or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def failures(df) -> Section:
     bad = df[~df.status.isin([status.OK, status.NO_HOST])]
     split = mixes_toolchains(bad, ["device"])
     rows = [key_cells([r.device], r.toolchain, split)
             + [r.kernel, r.workload, r.dtype, backend_label(r.backend, r.variant), r.status,
-               (r.error or "").splitlines()[0][:160] if r.error else ""] for r in frame_rows(bad)]
+               reason(r.error)] for r in frame_rows(bad)]
     hosts = df[df.status == status.NO_HOST].drop_duplicates("device")
     extra = [f"`{r.device}`: no host ({r.error})" for r in frame_rows(hosts)]
     headers = with_toolchain(["device", "kernel", "workload", "dtype", "backend", "status", "reason"], "device",

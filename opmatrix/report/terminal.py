@@ -9,11 +9,13 @@ clear the screen or retitle the terminal) are written out too (styles.plain).
 """
 from __future__ import annotations
 
+from opmatrix.core.text import shorten
 from opmatrix.report.sections import COMPILE_TITLE, sections
 from opmatrix.report.styles import cell_style, plain
 
 TERMINAL_ROWS = 200  # rows of one table shown in the terminal; report.md and report.html have every row
 TERMINAL_LINES = 50  # lines under one table (a line per unstable row, say), likewise
+REASON_CHARS = 160  # a failure's reason in the terminal, cut at a word with "..."; report.md has all of it
 LOG_WIDTH = 400  # a log or a pipe has no width to fit: 80 columns would fold every table into a column of shards
 
 
@@ -30,7 +32,9 @@ def styled(value) -> str:
     return f"[{style}]{plain(text)}[/]" if style else plain(text)
 
 
-def print_terminal(df, console=None, verdicts=None) -> None:
+def print_terminal(df, console=None, verdicts=None, full_text: str = "") -> None:
+    """The sections as rich tables; a failure's reason cut at a word after REASON_CHARS characters, with "..." and
+    `full_text` (the file that holds it whole: report.md)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -42,7 +46,9 @@ def print_terminal(df, console=None, verdicts=None) -> None:
         table = Table(title=plain(sec.title))
         for header in sec.headers:
             table.add_column(plain(str(header)), overflow="fold")
+        reasons = [i for i, header in enumerate(sec.headers) if header == "reason"]
         for row in sec.rows[:TERMINAL_ROWS]:
+            row = [shorten(str(v), REASON_CHARS, full_text) if i in reasons else v for i, v in enumerate(row)]
             table.add_row(*[styled(v) for v in row])
         console.print(table)
         if len(sec.rows) > TERMINAL_ROWS:
