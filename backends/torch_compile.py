@@ -5,6 +5,7 @@ import shutil
 from opmatrix.kit import Unavailable, inductor_header, inductor_isa, require
 
 COMPILES_ON_FIRST_CALL = True  # dynamo traces and inductor compiles at the first call
+BUILDS_VARY = True  # generated code and its autotuned choices may differ from one build (process) to the next
 
 
 def available() -> str:

@@ -218,11 +218,13 @@ class RunSettings(_Model):
                                 description="extra rounds (within max_rounds "
                                 "and round_extra_s) while the A/A interval's half-width, as a fraction, is above "
                                 "this: 0.01 asks for a noise floor of +-1 %; 0: off")
-    builds: int = Field(RUN_DEFAULTS.builds, ge=1, le=8,
+    builds: int = Field(RUN_DEFAULTS.builds, ge=0, le=8,
                         description="paired timing: build every contestant but the baseline this "
                         "many times, each in its own worker with an empty cache, all timed in the same rounds; with "
                         "2 or more a speed-up's interval includes the variation between builds (an autotuner's "
-                        "choice, generated code, buffer placement), which the rounds of one build cannot show")
+                        "choice, generated code, buffer placement), which the rounds of one build cannot show; 0: "
+                        "two builds of a contestant whose builds vary (its backend declares BUILDS_VARY, as "
+                        "torch.compile's does, or its build was autotuned), one of the others")
     build_cache: Literal["cold", "kept"] = Field(
         RUN_DEFAULTS.build_cache, description="timed jobs' compiler caches: \"cold\" compiles every job from an "
         "empty cache of its own, so compile_s is a first build's; \"kept\" keeps each job's caches between runs, "

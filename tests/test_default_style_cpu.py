@@ -49,6 +49,13 @@ def test_default_style_matrix_runs_every_backend_on_cpu(tmp_path):
     triton = got[("cpu", "triton", "default")]
     assert triton.status == "ok" and triton.timer == "correctness-only" and pd.isna(triton.median_ms)
     assert got[("cpu", "torch", "default")].speedup_vs_framework == 1.0
+    # [run] builds left at its default: torch.compile's builds vary (BUILDS_VARY), so it is built twice and the
+    # second build's rounds are in its row; eager torch's contestants are built once
+    compiled, tilelang_cpu = got[("cpu", "torch-compile", "default")], got[("cpu", "tilelang", "cpu")]
+    assert len(compiled.build_round_ms) == len(compiled.round_ms) > 0 and len(tilelang_cpu.build_round_ms) == 0
+    # every timed row records the other processes' load in each of its rounds (Linux) and its worker's CPU between
+    # its bursts
+    assert len(compiled.round_others_cores) == len(compiled.round_ms) and compiled.idle_cpu_s >= 0
     assert got[("cpu", "cutlass", "default")].status == "unsupported"  # NVIDIA-only: the CPU needs another one
     report = (run_dir / "report.md").read_text()
     for section in ("## Coverage", "## Correctness", "## Performance", "## Not run, unsupported or failed"):

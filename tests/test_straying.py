@@ -146,3 +146,17 @@ def test_another_process_burning_a_core_is_measured_and_the_cells_own_work_is_no
         pass
     own = meter.stop()
     assert own is not None and own < others, (own, others)
+
+
+def test_by_default_only_a_contestant_whose_builds_vary_is_built_twice():
+    from opmatrix.core.jobs import VARYING_BUILDS
+
+    assert Settings().builds_of(True) == VARYING_BUILDS == 2 and Settings().builds_of(False) == 1
+    assert Settings(builds=3).builds_of(False) == Settings(builds=3).builds_of(True) == 3  # the matrix's word
+
+
+def test_an_autotuned_build_counts_as_one_that_varies():
+    from opmatrix.incell.entry import autotuned
+
+    assert autotuned('{"block": 64, "tuning": {"seconds": [1.2], "stable": true}}')
+    assert not autotuned('{"block": 64}') and not autotuned("") and not autotuned("not json")

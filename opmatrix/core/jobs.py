@@ -98,6 +98,9 @@ DEFAULT_BASELINE = "torch"  # [acceptance] baseline: the framework path; the one
 DEFAULT_MIN_SPEEDUP = 1.05  # [acceptance] min_speedup: the gain a contestant must show; the one place it is written
 
 
+VARYING_BUILDS = 2  # [run] builds = 0 (the default): builds of a contestant whose builds vary (Settings.builds_of)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The matrix [run] settings a cell runner and its workers use."""
@@ -116,12 +119,18 @@ class Settings:
     burst_sets: int = 32  # the most calls a burst holds: each call gets buffers and fresh contents of its own
     burst_calls: int = 0  # a burst holds at least this many timed calls (within burst_sets)
     noise_target: float = 0  # extra rounds while the A/A interval's half-width is above this fraction (0: off)
-    builds: int = 1  # independent builds of every contestant but the baseline, timed in the same rounds
+    builds: int = 0  # independent builds of every contestant but the baseline, timed in the same rounds (0: auto)
     build_cache: str = "cold"  # "cold": each job compiles from an empty cache; "kept": its caches kept between runs
     ceilings_kept_h: float = 24  # a host's measured ceilings serve its later cells this long (0: every cell measures)
     cpu_threads: int = 1  # a CPU cell's OMP_NUM_THREADS, where its toolchain sets none (0: leave it unset)
     baseline: str = DEFAULT_BASELINE  # acceptance.baseline: in every round, with its A/A twin
     min_speedup: float = DEFAULT_MIN_SPEEDUP  # acceptance.min_speedup: more rounds while an interval straddles it
+
+    def builds_of(self, varies: bool) -> int:
+        """How many builds a contestant gets: `builds` where the matrix sets it; by default (0) VARYING_BUILDS for
+        one whose builds vary (an autotuner's choice, torch.compile's generated code), so its interval carries that
+        variation, and one for the rest."""
+        return self.builds or (VARYING_BUILDS if varies else 1)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ A row's per-round ratios (baseline / row, or twin / baseline) give two kinds of 
   proportional to the row's own per-round variance (`per_spread`: noisy, short calls also differ more between
   processes); a row takes the larger. It is estimated only where the twins' offsets are more than their rounds'
   noise explains (Cochran's Q beyond its chi² HETEROGENEITY quantile): otherwise chance offsets of identical
-  processes would widen every interval of a run.
+  processes would widen every interval of a run. Either way it is never below PROCESS_FLOOR (0.2 %), the least
+  two identical processes were measured to differ by.
 A row's interval is its median times exp(± t · sqrt(s² + τ²)) on the log scale, where t is Student's quantile at
 the Welch-Satterthwaite degrees of freedom (the rounds for s², the number of twins for τ²: a term estimated from
 few twins is uncertain and the interval says so), joined with the within-rounds interval. A run (device) with fewer
@@ -35,6 +36,12 @@ CONFIDENCE = 0.95
 MIN_ROUNDS = 3  # fewer per-round values: no interval
 HETEROGENEITY = 0.99  # the term is estimated only where Cochran's Q of the twins' offsets exceeds this chi² quantile
 MIN_TWINS = 2  # a between-process term from one twin (one draw of d² - s², one degree of freedom) is not used
+# Two identical processes are never taken to agree closer than this (a log standard deviation): the committed H200
+# and H100 runs' 271 A/A twins have a median |log offset| of 0.15 %, a half-normal sigma of 0.22 % (0.34 % in the
+# first 155, 0.17 % in the later 116), and a run's few twins seldom show Cochran's Q beyond its gate when the
+# difference is this small. Without it 92.3 % of those twins' intervals held 1.0 (87.1 % leave-one-out); with it
+# 97.8 % (97.4 %): reports/20261207-calibration/NOTES.md.
+PROCESS_FLOOR = 0.002
 
 
 def _scipy():
@@ -67,7 +74,7 @@ class ProcessTerm:
         within = s > 0
         if within.any() and float(np.sum((d[within] / s[within]) ** 2)) <= _scipy().chi2.ppf(HETEROGENEITY,
                                                                                              int(within.sum())):
-            return cls()  # the twins' offsets are what their rounds' noise explains (Cochran's Q): no term
+            return cls(twins=len(d))  # offsets their rounds' noise explains (Cochran's Q): the floor alone
         excess = d ** 2 - s ** 2
         spread = sp > 0
         per_spread = float(np.mean(excess[spread] / sp[spread] ** 2)) if spread.any() else 0.0
@@ -101,6 +108,7 @@ class Batch:
         """(lo, hi) with the between-process term added (module docstring)."""
         if not term.twins:  # no process term: the distribution-free bounds as they are
             return np.fmin(self.lo, self.estimate), np.fmax(self.hi, self.estimate)
+        lo, hi = self._floored(confidence)
         s2 = self.within_se(confidence) ** 2
         t2 = term.variance(self.spread)
         total = s2 + t2
@@ -109,8 +117,18 @@ class Batch:
             dof = total ** 2 / (s2 ** 2 / dof_within + t2 ** 2 / term.twins)
         dof = np.where(np.isfinite(dof) & (dof > 0), dof, dof_within)
         reach = _scipy().t.ppf(0.5 + confidence / 2, np.maximum(dof, 1.0)) * np.sqrt(total)
-        reach = np.where(t2 > 0, reach, 0.0)  # a row whose term is 0: its distribution-free bounds
-        return np.fmin(self.lo, self.estimate * np.exp(-reach)), np.fmax(self.hi, self.estimate * np.exp(reach))
+        reach = np.where(t2 > 0, reach, 0.0)  # a row whose term is 0: its floored distribution-free bounds
+        return np.fmin(lo, self.estimate * np.exp(-reach)), np.fmax(hi, self.estimate * np.exp(reach))
+
+    def _floored(self, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+        """The distribution-free bounds, each side's log distance from the median combined in quadrature with
+        PROCESS_FLOOR's reach: an asymmetric interval stays asymmetric (a slow tail never becomes a fast one)."""
+        floor = _z(confidence) * PROCESS_FLOOR
+        with np.errstate(divide="ignore", invalid="ignore"):
+            below = np.log(self.estimate / np.fmin(self.lo, self.estimate))
+            above = np.log(np.fmax(self.hi, self.estimate) / self.estimate)
+        return (self.estimate * np.exp(-np.sqrt(below ** 2 + floor ** 2)),
+                self.estimate * np.exp(np.sqrt(above ** 2 + floor ** 2)))
 
 
 def positive(values) -> list[float]:

@@ -305,19 +305,20 @@ class CellRunner:
         the builds ready to time beside the first. A further build that fails (wrong result, crash, hang, build
         error) fails the job: its row is that failure, the first build's worker is stopped. One that does not fit
         in device memory beside the others is left out, and the row says so."""
-        for n in range(2, self.plan.settings.builds + 1):
+        count = self.plan.settings.builds_of(first.builds_vary)
+        for n in range(2, count + 1):
             build = self._start(first.job, suffix=f"-build{n}")
             if isinstance(build, Contestant):
                 build.is_extra_build, build.block = True, first.block
                 first.builds.append(build)
                 continue
             if out_of_memory(build):
-                first.notes.append(f"build {n} of {self.plan.settings.builds} left out: out of device memory "
+                first.notes.append(f"build {n} of {count} left out: out of device memory "
                                    "beside the others")
                 continue
             for c in (first, *first.builds):
                 c.end()
-            return dataclasses.replace(build, error=f"build {n} of {self.plan.settings.builds}: {build.error}")
+            return dataclasses.replace(build, error=f"build {n} of {count}: {build.error}")
         return None
 
     def _timed_row(self, c: Contestant, base: Contestant | None, twin: Contestant | None,

@@ -55,7 +55,8 @@ class Contract:
     constants: tuple[Constant, ...] | None  # None: the file's UPPER_CASE names are free (a spec's shared facts)
     required: tuple[str, ...] = ()  # required module attributes that are not hooks
     # constants opmatrix reads where the file's UPPER_CASE names are otherwise free (constants None): documented in
-    # docs/reference/plugins.md, checked where they are read (a spec's DTYPES: opmatrix.catalog)
+    # docs/reference/plugins.md, checked where they are read (a spec's DTYPES: opmatrix.catalog; its INPUT_KINDS and
+    # NONFINITE_KINDS: opmatrix.incell.contents.input_kinds, by the catalog and by the judge)
     read: tuple[Constant, ...] = ()
     retired: dict[str, str] = field(default_factory=dict)  # old names -> what replaced them
 
@@ -78,6 +79,15 @@ SPEC = Contract("kernel spec", (
     Constant("DTYPES", _names, "the dtype names the kernel is defined for (a non-empty tuple); a matrix that names "
              "another is refused by `opmatrix plan`. Default: the keys of a `TOLERANCE` dict of dtype -> tolerance "
              "when the spec has one, else float16, bfloat16, float32 and float64"),
+    Constant("INPUT_KINDS", _names, "the kinds of inputs make_inputs makes (a tuple of names, e.g. `(\"normal\", "
+             "\"outliers\")`): the judge's correctness trials hold every kind and the calls it times each hold a "
+             "kind drawn at random, told to make_inputs in `workload[\"inputs\"]` (a reserved parameter name; "
+             "absent when another caller makes inputs: read it as `w.get(\"inputs\", \"normal\")`). Default: "
+             "`(\"normal\",)`"),
+    Constant("NONFINITE_KINDS", _names, "the kinds of INPUT_KINDS whose inputs hold inf or NaN where the operation "
+             "defines them: their fp64 reference may be inf or NaN, and an output must then hold NaN where it holds "
+             "NaN and an inf of the same sign where it holds inf. Default: none (a non-finite reference is the "
+             "spec's fault)"),
 ))
 
 IMPL = Contract("kernel implementation", (
@@ -96,6 +106,7 @@ BACKEND = Contract("backend adapter", (
 ), constants=(
     Constant("TIMED", _flag, "True or False"),
     Constant("COMPILES_ON_FIRST_CALL", _flag, "True or False"),
+    Constant("BUILDS_VARY", _flag, "True or False"),
 ), retired={"timer": "TIMED = False (never timed) or def timed(device) -> bool (timed on some devices only)"})
 
 _UPPER = re.compile(r"^[A-Z][A-Z0-9_]*$")

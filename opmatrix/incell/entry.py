@@ -70,7 +70,7 @@ class Group:
 
     def workers(self) -> int:
         """How many workers the group seats at most: its jobs, the A/A twin, and the further builds."""
-        return len(self.jobs) + 1 + (self.plan.settings.builds - 1) * len(self.jobs)
+        return len(self.jobs) + 1 + (self.plan.settings.builds_of(True) - 1) * len(self.jobs)
 
     def judge_for(self):
         """The group's judge, made once (its first contestant has built). Raises SpecFault."""
@@ -150,7 +150,8 @@ class Starter:
                 seat.close()
                 return dataclasses.replace(row, input_sets=seat.calls, timed_checks=seat.checked)
             server.phase, server.on_wait, server.limit_s = "timing", None, None
-            return Contestant(job, server, seat=seat, row=row, started_at=started_at)
+            return Contestant(job, server, seat=seat, row=row, started_at=started_at,
+                              builds_vary=loaded.get("builds_vary") is True or autotuned(row.config))
         except ServerGone as gone:
             failed = dataclasses.replace(gone.row)
         except Cheat as cheat:  # a wrong output on the first call is the first correctness trial's finding
@@ -186,6 +187,17 @@ class Starter:
         return dataclasses.replace(row, status=claimed, phase="done", error=_text(made.get("error"), 8000),
                                    config=_text(made.get("config"), 100_000),
                                    compile_s=float(seconds) if isinstance(seconds, (int, float)) else None)
+
+
+def autotuned(config: str) -> bool:
+    """Did the build choose its configuration by timing candidates (opmatrix.kit.tune records "tuning" in the
+    configuration it reports)? Then another build may choose another."""
+    import json
+
+    try:
+        return bool(json.loads(config).get("tuning")) if config else False
+    except (ValueError, AttributeError):
+        return False
 
 
 def _correct(row: Result, seat) -> None:

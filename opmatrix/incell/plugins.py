@@ -93,6 +93,7 @@ class Backend:
     def __init__(self, module: ModuleType, path: Path) -> None:
         self.module, self.path = module, path
         self.compiles_on_first_call = getattr(module, "COMPILES_ON_FIRST_CALL", False)
+        self.builds_vary = getattr(module, "BUILDS_VARY", False)
         if hasattr(module, "TIMED") and hasattr(module, "timed"):
             raise PluginError(f"{path}: declares both TIMED and timed(device); keep one (timed(device) when the "
                               "answer depends on the device)")

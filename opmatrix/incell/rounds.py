@@ -62,6 +62,7 @@ class Contestant:
     notes: list[str] = field(default_factory=list)  # for its row's timing_notes
     rounds_s: float = 0.0  # wall time of the rounds it took part in (every block)
     settled_after: int = 0  # with settle: the rounds it took before its interval cleared the threshold (0: never)
+    builds_vary: bool = False  # its backend says its builds vary, or its build was autotuned ([run] builds = 0)
     seat: object = None  # its place at the judge (opmatrix.incell.judge.Seat)
     row: object = None  # its row as far as the judge has made it (opmatrix.core.result.Result)
 

@@ -9,7 +9,7 @@ time as the kernel accounts it, and makes the row. The worker only reports; its 
 
 Run as `python -m opmatrix.incell.worker TASK.json` (or forked from the cell's fork server) with its end of the
 channel (opmatrix.incell.channel) at the descriptor named by OPMATRIX_CHANNEL_FD. The exchange, judge first:
-    worker -> {"event": "loaded", "backend_version", "timed", "returns_output", "lazy"}
+    worker -> {"event": "loaded", "backend_version", "timed", "returns_output", "lazy", "builds_vary"}
     judge  -> {"op": "build"}                 worker -> {"event": "built", "config", "cache"}
     judge  -> {"op": "compile"}               worker -> {"event": "compiled", "status", "error", "config", "compile_s"}
     judge  -> {"op": "arena", "arena", "slots"} + descriptors    worker -> {"event": "mapped"}
@@ -80,7 +80,8 @@ class Worker:
         phases.check_coverage(backend, task)
         self.loaded = phases.load_kernel(task, backend)
         self.channel.send({"event": "loaded", "backend_version": version, "timed": backend.timed(task.device),
-                           "returns_output": self.loaded.returns_output, "lazy": backend.compiles_on_first_call})
+                           "returns_output": self.loaded.returns_output, "lazy": backend.compiles_on_first_call,
+                           "builds_vary": backend.builds_vary})
         while True:
             request, fds = self.channel.receive()
             op = request.get("op")
