@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from opmatrix import matrix_workloads
-from opmatrix.incell import contract, plugins
+from opmatrix.incell import contents, contract, plugins
 from opmatrix.incell.plugins import PluginError
 from opmatrix.matrix import Exclude, Matrix, Problem, fail
 from opmatrix.matrix_checks import NO_VALUE, unknown
@@ -208,5 +208,6 @@ def _read_spec(kernels_dir: Path, name: str) -> KernelInfo:
     if declared is not None and (isinstance(declared, str) or not declared
                                  or not all(isinstance(d, str) for d in declared)):
         raise PluginError(f"{path}: DTYPES must be a non-empty tuple of dtype names, got {declared!r}")
+    contents.input_kinds(spec)  # INPUT_KINDS and NONFINITE_KINDS, as the judge reads them
     return KernelInfo(name, path, tuple(spec.WORKLOADS), tuple(declared or GENERIC_DTYPES), declared is not None,
                       spec)

@@ -68,6 +68,18 @@ def test_the_helpers_name_written_inputs_and_an_uninformative_reference():
     integrity.require_informative(torch.tensor([0.0, 1.0]), "spec.py")
 
 
+def test_a_reference_may_be_non_finite_only_for_a_kind_of_inputs_declared_so():
+    special = torch.tensor([1.0, float("inf"), float("nan")])
+    with pytest.raises(PluginError, match="inputs of kind 'outliers'; .* declared in NONFINITE_KINDS"):
+        integrity.require_informative(special, "spec.py", "outliers")
+    assert integrity.require_informative(special, "spec.py", "specials", nonfinite=True) is False
+    assert integrity.require_informative(torch.tensor([1.0, 2.0]), "spec.py", "specials", nonfinite=True) is True
+    with pytest.raises(PluginError, match="all zero where finite"):  # the NaN poison alone would pass it
+        integrity.require_informative(torch.tensor([0.0, float("nan")]), "spec.py", "specials", nonfinite=True)
+    with pytest.raises(PluginError, match=r"reaches 70000 .* \(65504\)"):
+        integrity.require_informative(torch.tensor([1.0, -7e4]), "spec.py", largest=65504.0)
+
+
 def test_marks_are_judged_on_the_judges_own_window_of_the_shared_clock():
     window = (100.0, 100.010)
     assert integrity.clock_fault([100.001, 100.002, 100.003, 100.004], 2, window, True) == ""

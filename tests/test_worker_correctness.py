@@ -90,3 +90,59 @@ def test_a_spec_may_declare_its_own_elementwise_tolerance():
     with pytest.raises(PluginError, match=r"kernels/x/spec.py: elementwise_tolerance\('bfloat16'\) must return"):
         correctness.elementwise_tolerance(Spec, "bfloat16")
     assert correctness.elementwise_tolerance(object(), "float32") == correctness.ELEMENTWISE["float32"]
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("expected, given, passes", [
+    (NAN, NAN, True),  # the reference defines NaN there (a kind of the spec's NONFINITE_KINDS): NaN is right
+    (INF, INF, True),
+    (-INF, -INF, True),
+    (NAN, 0.0, False),  # a finite value where NaN is expected
+    (NAN, INF, False),
+    (INF, -INF, False),  # an inf of the other sign
+    (INF, NAN, False),
+    (INF, 1e30, False),  # a large number is not an inf
+    (2.0, NAN, False),  # NaN where the reference is finite: an unwritten (poisoned) element still fails
+    (2.0, INF, False),
+])
+def test_special_values_must_be_the_references_own(expected, given, passes):
+    verdict = _judged(torch.tensor([1.0, given, 3.0]), torch.tensor([1.0, expected, 3.0], dtype=torch.float64))
+    assert verdict.passed is passes, verdict.explain()
+    if not passes:
+        assert verdict.bad_elements == 1 and verdict.worst.where == "(1,)", verdict.explain()
+
+
+def test_the_finite_elements_beside_special_values_are_checked_as_ever():
+    """An inf in the reference's row must not loosen the bound of the others (the row's rms is taken over its
+    finite elements), and an element left unwritten beside a NaN the reference expects still fails."""
+    ref = torch.tensor([[INF, 1.0, 2.0, 3.0], [NAN, 1.0, 2.0, 3.0]], dtype=torch.float64)
+    assert _judged(ref.clone().float(), ref).passed
+    off = ref.clone()
+    off[0, 2] = 2.5
+    verdict = _judged(off, ref)
+    assert not verdict.passed and verdict.worst.where == "(0, 2)", verdict.explain()
+    assert verdict.rel_err == pytest.approx(0.5 / math.sqrt(2 * (1 + 4 + 9)))  # over the finite elements
+    unwritten = ref.clone()
+    unwritten[1, 3] = NAN
+    verdict = _judged(unwritten, ref)
+    assert not verdict.passed and not verdict.finite and verdict.worst.where == "(1, 3)", verdict.explain()
+    everything_nan = torch.full_like(ref, NAN)  # the poison alone: right only where NaN is expected
+    assert _judged(everything_nan, ref).bad_elements == 7
+
+
+def _judged(got, ref) -> correctness.Verdict:
+    verdict = correctness.Verdict(tolerance=1e-3, atol=1e-4, rtol=1e-3)
+    verdict.add(got, ref)
+    return verdict
+
+
+def test_a_reference_known_to_be_finite_is_compared_without_a_pass_for_special_values():
+    ref = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    verdict = correctness.Verdict(tolerance=1e-3, atol=1e-4, rtol=1e-3)
+    verdict.add(torch.tensor([1.0, 2.0]), ref, finite=True, kind="outliers")
+    verdict.add(torch.tensor([1.0, 2.5]), ref, finite=True, kind="large")
+    assert not verdict.passed and "on inputs of kind 'large'" in verdict.explain()
+    assert correctness.special_values(ref) is None and correctness.special_values(ref, True) is None
+    assert correctness.special_values(torch.tensor([1.0, -INF])).tolist() == [False, True]

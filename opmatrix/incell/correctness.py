@@ -28,6 +28,11 @@ Calibration (3 seeded trials; "needs" = the smallest atol, in u x rms_row, at rt
 - CPU, torch 2.13, every committed CPU workload and backend (float32; torch, torch.compile, tilelang[cpu], the
   Triton interpreter): fp32 needs <= 6.7e-6 x rms_row; fp16 / bf16 through torch, torch.compile and the Triton
   interpreter: pure rounding (<= 1 u), except the interpreter's bf16 stores, which truncate (< 2 u).
+Special values: where the spec's inputs hold inf or NaN (a kind of its NONFINITE_KINDS, opmatrix.incell.contents),
+the fp64 reference defines what is expected there: an element where the reference is NaN must be NaN, one where it
+is +-inf an inf of the same sign; anything else there is a bad element. Both checks above then run over the elements
+where the reference is finite (the row's rms too), on which a NaN or an inf is a bad element as ever: an output
+never written (the NaN poison) still fails wherever the reference is finite.
 What it catches: a 1 % error is 20 u in fp16, caught on every element not within 0.03 rms_row of zero; in bf16 it
 is 2.6 u, and a bf16 value is resolved only to 0.4-0.8 %: the check catches the elements on which the 1 % survives
 rounding to bf16 (a third of them on randn data), which fails the row all the same.
@@ -73,13 +78,33 @@ def _non_negative(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
 
 
-def rel_err(got, ref) -> float:
-    """||got - ref|| / ||ref|| in float64: NaN when `got` has a non-finite element (an unwritten, poisoned one)."""
+def rel_err(got, ref, special=None) -> float:
+    """||got - ref|| / ||ref|| in float64: NaN when `got` has a non-finite element (an unwritten, poisoned one).
+    `special`: the mask of the reference's non-finite elements (None where it has none), left out of both norms."""
+    if special is not None:
+        kept = ~special
+        got, ref = got[kept], ref[kept]
     diff = float((got.double() - ref).norm())
     scale = float(ref.norm())
     if scale == 0.0:
         return 0.0 if diff == 0.0 else math.inf
     return diff / scale
+
+
+def special_values(ref, finite: bool | None = None):
+    """The mask of the reference's non-finite elements, or None where it is finite everywhere. `finite`: whether it
+    is, where the caller knows already (the judge learnt it when it checked the reference): then no pass over it."""
+    if finite:
+        return None
+    import torch
+
+    special = ~torch.isfinite(ref)
+    return special if finite is False or bool(special.any()) else None
+
+
+def same_special(got, ref):
+    """Where `got` holds the reference's own special value: NaN for NaN, an inf of the same sign for an inf."""
+    return (got.isnan() & ref.isnan()) | (got == ref)
 
 
 @dataclass(frozen=True)
@@ -98,17 +123,24 @@ class Violations:
         return "(" + ", ".join(map(str, self.index)) + ("," if len(self.index) == 1 else "") + ")"
 
 
-def violations(got, ref, atol: float, rtol: float) -> Violations:
+def violations(got, ref, atol: float, rtol: float, special=None) -> Violations:
+    """The elements outside the bound. `special`: the mask of the reference's non-finite elements (None where it has
+    none): there the output must hold the same special value, and the bound is taken over the finite elements."""
     import torch
 
-    ref = ref.double()
-    diff = (got.double() - ref).abs()
-    bound = atol * rms_row(ref) + rtol * ref.abs()
+    ref, got64 = ref.double(), got.double()
+    held = ref if special is None else ref.masked_fill(special, 0.0)
+    diff = (got64 - held).abs()
+    bound = atol * rms_row(held) + rtol * held.abs()
     bad = ~(diff <= bound)  # NaN compares false: an unwritten or non-finite element is bad
+    if special is not None:
+        bad = torch.where(special, ~same_special(got64, ref), bad)
     count = int(bad.sum())
     if count == 0:
         return Violations(0, ref.numel())
     excess = torch.nan_to_num(diff / bound, nan=math.inf, posinf=math.inf)
+    if special is not None:
+        excess = excess.masked_fill(special, math.inf)  # a special value missed is as bad as a NaN
     flat = int(torch.where(bad, excess, torch.full_like(excess, -1.0)).flatten().argmax())
     index = _unravel(flat, tuple(ref.shape))
     return Violations(count, ref.numel(), index, float(got[index]), float(ref[index]))
@@ -138,15 +170,22 @@ class Verdict:
     rel_err: float = 0.0
     worst: Violations | None = None
     trials: int = 0
+    worst_kind: str = ""  # the kind of inputs of the trial with the most bad elements ('' where not told)
+    rel_err_kind: str = ""  # and of the trial with the largest norm ratio
 
-    def add(self, got, ref) -> None:
+    def add(self, got, ref, finite: bool | None = None, kind: str = "") -> None:
+        """One trial's output against its reference. `finite`: whether the reference is finite everywhere, where
+        the caller knows (None: found out here); `kind`: the kind of its inputs, named where the worst is."""
         if tuple(got.shape) != tuple(ref.shape):
             raise ShapeMismatch(f"the output has shape {tuple(got.shape)}, the reference {tuple(ref.shape)}")
-        err = rel_err(got, ref)
+        special = special_values(ref, finite)
+        err = rel_err(got, ref, special)
+        if not math.isfinite(err) or (math.isfinite(self.rel_err) and err > self.rel_err):
+            self.rel_err_kind = kind
         self.rel_err = err if not math.isfinite(err) else max(self.rel_err, err)
-        found = violations(got, ref, self.atol, self.rtol)
+        found = violations(got, ref, self.atol, self.rtol, special)
         if self.worst is None or found.count > self.worst.count:
-            self.worst = found
+            self.worst, self.worst_kind = found, kind
         self.trials += 1
 
     @property
@@ -165,13 +204,19 @@ class Verdict:
         """Why the output is wrong, with the numbers a reader needs to find the element."""
         parts = []
         if not self.finite or self.rel_err > self.tolerance:
-            parts.append(f"relative error {self.rel_err:.3g} > tolerance {self.tolerance:.3g}")
+            parts.append(f"relative error {self.rel_err:.3g} > tolerance {self.tolerance:.3g}"
+                         + _on(self.rel_err_kind))
         if self.bad_elements:
             w = self.worst
             parts.append(f"{w.count} of {w.total} elements outside |out - ref| <= {self.atol:.3g}*rms_row(ref) + "
-                         f"{self.rtol:.3g}*|ref| (worst at {w.where}: out {w.got:.6g}, ref {w.ref:.6g})")
+                         f"{self.rtol:.3g}*|ref|{_on(self.worst_kind)} (worst at {w.where}: out {w.got:.6g}, ref "
+                         f"{w.ref:.6g})")
         return "; ".join(parts) + (f" (worst of {self.trials} trials with fresh inputs; NaN = unwritten or "
                                    "non-finite)")
+
+
+def _on(kind: str) -> str:
+    return f" on inputs of kind {kind!r}" if kind else ""
 
 
 class ShapeMismatch(ValueError):

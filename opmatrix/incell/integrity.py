@@ -90,17 +90,33 @@ def changed_inputs(inputs: tuple, kept: tuple) -> str:
     return "; ".join(changed)
 
 
-def require_informative(reference, spec_file: str) -> None:
-    """An all-zero or non-finite reference cannot tell a kernel that computes from one that does nothing."""
+def require_informative(reference, spec_file: str, kind: str = "", nonfinite: bool = False,
+                        largest: float | None = None) -> bool:
+    """An all-zero reference cannot tell a kernel that computes from one that does nothing, nor can a non-finite one
+    where the inputs' kind holds no special values (`nonfinite`: the spec declares it in NONFINITE_KINDS, and the
+    reference then defines the expected inf and NaN); a finite reference beyond `largest` (the output dtype's
+    largest value) cannot be written by a correct kernel. Returns whether the reference is finite everywhere."""
     torch = _torch()
     if not is_tensor(reference):
         raise PluginError(f"{spec_file}: reference() returned {type(reference).__name__}; it returns a tensor")
-    if not bool(torch.isfinite(reference).all()):
-        raise PluginError(f"{spec_file}: reference() gave non-finite values for make_inputs' inputs; the check "
-                          "needs a finite reference")
-    if reference.numel() == 0 or float(reference.abs().max()) == 0.0:
-        raise PluginError(f"{spec_file}: reference() is all zero for make_inputs' inputs, so an output that is "
-                          "never computed would pass; make_inputs must give inputs whose reference is informative")
+    of = f"make_inputs' inputs of kind {kind!r}" if kind else "make_inputs' inputs"
+    held = torch.isfinite(reference)
+    finite = bool(held.all())
+    if not finite and not nonfinite:
+        raise PluginError(f"{spec_file}: reference() gave non-finite values for {of}; the check needs a finite "
+                          "reference (a kind whose inputs hold inf or NaN where the operation defines them is "
+                          "declared in NONFINITE_KINDS)")
+    values = reference if finite else reference[held]
+    top = float(values.abs().max()) if values.numel() else 0.0
+    if top == 0.0:
+        raise PluginError(f"{spec_file}: reference() is all zero{'' if finite else ' where finite'} for {of}, so an "
+                          "output that is never computed would pass; make_inputs must give inputs whose reference is "
+                          "informative")
+    if largest is not None and top > largest:
+        raise PluginError(f"{spec_file}: reference() reaches {top:.6g} for {of}, beyond the largest finite value of "
+                          f"the output's dtype ({largest:.6g}): a correct kernel cannot write it; make_inputs must "
+                          "keep the result in the dtype's range")
+    return finite
 
 
 def reference_of(reference, inputs: tuple):

@@ -5,12 +5,13 @@ The judge owns the spec it loaded itself, the seeds (from the operating system's
 contents), the pristine inputs and their fp64 references, the choice of which calls are checked, the clock a burst
 is judged by, and the row. Each worker gets a `Seat`: an arena of shared memory (opmatrix.incell.arena) with
 `slots` input and output buffers, written by the judge before every burst. Every call of a burst, correctness trial
-or timed call alike, gets input contents no call has seen and an output poisoned with NaN; the worker runs the calls
-and reports times; the judge then compares the outputs of calls it chose in secret with their references, checks
-the inputs are unchanged, places the worker's clock marks on its own clock and weighs the CPU the worker used
-(opmatrix.incell.integrity). A checked call and a timed call are the same call: nothing the worker can observe tells
-them apart. The baseline, its A/A twin and every contestant of a round get the same contents, so the pairing stays
-fair. Stdlib only at import; torch arrives with the first judge.
+or timed call alike, gets input contents no call has seen, of one of the spec's input kinds (INPUT_KINDS: the
+correctness trials hold every kind, a round's sets are each of a kind drawn at random), and an output poisoned with
+NaN; the worker runs the calls and reports times; the judge then compares the outputs of calls it chose in secret
+with their references, checks the inputs are unchanged, places the worker's clock marks on its own clock and weighs
+the CPU the worker used (opmatrix.incell.integrity). A checked call and a timed call are the same call: nothing the
+worker can observe tells them apart. The baseline, its A/A twin and every contestant of a round get the same
+contents, so the pairing stays fair. Stdlib only at import; torch arrives with the first judge.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from opmatrix.core import status
 from opmatrix.core.jobs import DeviceInfo, Settings
 from opmatrix.core.result import Result
 from opmatrix.incell import arena, correctness, integrity, measure, telemetry
-from opmatrix.incell.contents import Contents, SpecFault
+from opmatrix.incell.contents import Contents, SpecFault, input_kinds
+from opmatrix.incell.contract import PluginError
 from opmatrix.incell.integrity import Cheat
 from opmatrix.incell.servers import Server, ServerGone
 
@@ -56,17 +58,28 @@ class Judge:
         self.rng = random.SystemRandom()
         self.tolerance = float(spec.tolerance(dtype))
         self.atol, self.rtol = correctness.elementwise_tolerance(spec, dtype)
-        sample = Contents(spec, workload, dtype, device.torch, 1, self.rng)
-        sample.reference(0)
-        self.reference_ms = 1e3 * sample.reference_s
-        first = sample.inputs[0]
-        self.tensor_positions = [i for i, x in enumerate(first) if integrity.is_tensor(x)]
+        try:
+            self.kinds = input_kinds(spec)
+        except PluginError as exc:
+            raise SpecFault(str(exc)) from None
         try:
             out = spec.make_output(dict(workload), dtype, device.torch)
         except Exception as exc:
             raise SpecFault(f"{spec.__file__}: make_output raised {type(exc).__name__}: {exc}") from None
         if not integrity.is_tensor(out):
             raise SpecFault(f"{spec.__file__}: make_output returned {type(out).__name__}; it returns a tensor")
+        self.largest = float(torch.finfo(out.dtype).max) if out.is_floating_point() else None
+        sample = self.fresh(len(self.kinds.names), self.kinds.names)  # one set of every kind, each checked here
+        for index in range(len(sample)):
+            sample.reference(index)
+        self.reference_ms = 1e3 * sample.reference_s / len(sample)
+        first = sample.inputs[0]
+        self.tensor_positions = [i for i, x in enumerate(first) if integrity.is_tensor(x)]
+        for kind, made in zip(sample.kinds[1:], sample.inputs[1:]):
+            if _form(made) != _form(first):
+                raise SpecFault(f"{spec.__file__}: make_inputs gives inputs of kind {kind!r} another form than those "
+                                f"of kind {sample.kinds[0]!r} ({_form(made)} against {_form(first)}); every kind "
+                                "differs only in its values")
         layouts, self.slot_bytes = arena.plan([first[i] for i in self.tensor_positions] + [out])
         self.input_layouts, self.out_layout = layouts[:-1], layouts[-1]
         self.memory = out.device.type  # where the spec's tensors live: the buffers live there too
@@ -97,8 +110,13 @@ class Judge:
     def seat(self, server: Server, returns_output: bool, timeout_s: float) -> Seat:
         return Seat(self, server, returns_output, timeout_s)
 
-    def fresh(self, count: int) -> Contents:
-        return Contents(self.spec, self.workload, self.dtype, self.device.torch, count, self.rng)
+    def fresh(self, count: int, leading: tuple[str, ...] | list[str] = ()) -> Contents:
+        """`count` fresh sets: the first of the kinds `leading` names, the others of kinds drawn at random (the
+        spec's INPUT_KINDS, alike): any call may hold any kind, and which one is the judge's to know."""
+        kinds = list(leading)[:count]
+        kinds += [self.rng.choice(self.kinds.names) for _ in range(count - len(kinds))]
+        return Contents(self.spec, self.workload, self.dtype, self.device.torch, kinds, self.rng,
+                        self.kinds.nonfinite, self.largest)
 
     # -- correctness: the first call, then the trials; every call checked ------------------------------------------
 
@@ -110,19 +128,26 @@ class Judge:
         return time.perf_counter() - started
 
     def trials(self, seat: Seat, timeout_s: float) -> None:
-        """The rest of the correctness trials, one burst, every call checked; then the worst of all of them
-        decides (a non-finite output ends them at once). Raises Cheat (mismatch)."""
-        count = min(self.settings.trials - 1, self.slots)
-        if count > 0 and seat.verdict.finite:
-            seat.run(self.fresh(count), count, 0, list(range(count)), timeout_s, seat.verdict)
+        """The rest of the correctness trials, every call checked: `trials` calls in all, and at least one of every
+        input kind (the kinds the first call did not hold come first, in a secret order); one burst, more only where
+        the kinds outnumber the slots. Then the worst of all of them decides (a non-finite output ends them at
+        once). Raises Cheat (mismatch)."""
+        missing = [kind for kind in self.kinds.names if kind not in seat.kinds_checked]
+        self.rng.shuffle(missing)
+        count = max(len(missing), min(self.settings.trials - 1, self.slots))
+        while count > 0 and seat.verdict.finite:
+            burst = min(count, self.slots)
+            seat.run(self.fresh(burst, missing[:burst]), burst, 0, list(range(burst)), timeout_s, seat.verdict)
+            missing, count = missing[burst:], count - burst
         if not seat.verdict.passed:
             raise Cheat(status.MISMATCH, seat.verdict.explain())
 
     # -- the rounds (opmatrix.incell.rounds asks for each round, then for each burst) ---------------------------------
 
     def round_begins(self, visiting: list) -> None:
-        """Fresh contents for this round, as many sets as its longest burst needs, the same for every contestant;
-        the order in which the judge picks the calls it checks, kept to itself."""
+        """Fresh contents for this round, as many sets as its longest burst needs, each of an input kind drawn at
+        random, the same for every contestant; the order in which the judge picks the calls it checks, kept to
+        itself."""
         seats = [c.seat for c in visiting]
         if self.flush_ms is None:
             self.flush_ms = _flush_ms()
@@ -196,6 +221,7 @@ class Seat:
         self.accounts = integrity.Accounts(judge.threads, judge.is_cpu)
         self.verdict = correctness.Verdict(judge.tolerance, judge.atol, judge.rtol)  # the correctness trials
         self.calls = self.checked = 0
+        self.kinds_checked: set[str] = set()  # the input kinds of the calls checked so far
         self.judge_s = 0.0
         self.estimate_ms: float | None = None
         self.timer = ""
@@ -308,12 +334,16 @@ class Seat:
         pristine = contents.inputs[index]
         tensors = tuple(inputs[p] if p in self.judge.tensor_positions else pristine[p] for p in range(len(pristine)))
         written = integrity.changed_inputs(tensors, pristine)
-        where = f"(make_inputs seed {contents.seeds[index]}, call {slot + 1} of its burst)"
+        kind = contents.kinds[index] if len(self.judge.kinds.names) > 1 else ""  # named where the spec has kinds
+        where = (f"(make_inputs seed {contents.seeds[index]}" + (f", inputs of kind {kind!r}" if kind else "")
+                 + f", call {slot + 1} of its burst)")
         if written:
             raise Cheat(status.MISMATCH, f"writes its inputs {where}: {written}")
         judged = verdict or correctness.Verdict(self.judge.tolerance, self.judge.atol, self.judge.rtol)
+        self.kinds_checked.add(contents.kinds[index])
         try:
-            judged.add(got, contents.reference(index))
+            reference = contents.reference(index)
+            judged.add(got, reference, contents.finite[index], kind)
         except correctness.ShapeMismatch as exc:
             raise Cheat(status.MISMATCH, str(exc)) from None
         if verdict is None and not judged.passed:  # a timed call; the trials' verdict is read after the last
@@ -330,6 +360,13 @@ class Seat:
 
     def close(self) -> None:
         self.arena.close()
+
+
+def _form(inputs: tuple) -> list:
+    """What the judge's buffers are planned from: each tensor input's shape, dtype, device and strides (a
+    non-tensor input travels with the request, whatever its value)."""
+    return [(tuple(x.shape), str(x.dtype), x.device.type, tuple(x.stride())) if integrity.is_tensor(x) else None
+            for x in inputs]
 
 
 def _flush_ms() -> float:
