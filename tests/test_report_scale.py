@@ -1,7 +1,7 @@
 """Large runs (issue 29 item 8) and `no_host` (issue 30 §2): a report's sections are built once for the three views,
 a speed-up chart of many cases draws their spread, the roofline places a bounded number of rows, and a device no
 host of the run has is one line (coverage grid and progress log), its rows still stored. Wall time and memory of
-`opmatrix report` at 200,000 rows: tools/bench_report.py, figures in docs/results.md."""
+`opmatrix report` at 200,000 rows: lab/bench_report.py, figures in docs/results.md."""
 import io
 
 from rich.console import Console

@@ -1,6 +1,6 @@
 """Each memory-bound row of a stored run as a share of its cell's measured copy ceiling, per round: the median
-share over the row's rounds with the bootstrap interval of opmatrix.decide.stats (the report prints the median
-alone, rounded to a percent).
+share over the row's rounds (each round's GB/s as the row's own: opmatrix.core.metrics.rate_gbps) with the bootstrap
+interval of opmatrix.decide.stats (the report prints the median alone, rounded to a percent).
 
     python tools/share_of_ceiling.py RUN KERNEL ['tilelang[two_rows]' ...]
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from opmatrix import paths
+from opmatrix.core.metrics import rate_gbps
 from opmatrix.core.result import backend_labels
 from opmatrix.decide import stats
 from opmatrix.store import load_run, run_dir
@@ -33,7 +34,7 @@ def main(argv: list[str]) -> int:
         if only and row.label not in only:
             continue
         rounds = list(row.round_ms) if row.round_ms is not None else []
-        shares = [100 * row.min_bytes / (ms / 1e3) / 1e9 / row.ceiling_gbps for ms in rounds if ms > 0]
+        shares = [100 * rate_gbps(row.min_bytes, ms) / row.ceiling_gbps for ms in rounds if ms > 0]
         interval = stats.median_interval(shares)
         text = (f"{interval.estimate:.1f} % [{interval.lo:.1f}, {interval.hi:.1f}] of {row.ceiling_gbps:.0f} GB/s "
                 f"({interval.samples} rounds)" if interval

@@ -38,7 +38,7 @@ def _config(hidden: int, variant: str, device, sms) -> dict:
 def _kernel(tokens, hidden, dtype, block_rows, threads, prefetch_ahead=0, min_blocks_per_sm=0):
     """`prefetch_ahead` > 0: program bx first prefetches into L2 the rows of program bx + prefetch_ahead.
     `min_blocks_per_sm` > 0: compiled for that many resident programs per SM (__launch_bounds__ caps the registers;
-    tools/h200_rmsnorm_tilelang.py measures it), else the compiler's choice."""
+    lab/h200_rmsnorm_tilelang.py measures it), else the compiler's choice."""
     import tilelang.language as T
 
     eps = spec.EPS

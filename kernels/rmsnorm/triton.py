@@ -3,7 +3,7 @@
 The row is held as a block of A columns (the largest power of 2 <= hidden) and, when hidden is not a power of 2, a
 second block of B (the next power of 2 >= the rest). One block of next_power_of_2(hidden) would mask 3 of every 8
 lanes at hidden 5120 (8192 lanes), and ran well below the two blocks 4096 + 1024 on an H200
-(reports/20261130-h200-rmsnorm-bound/NOTES.md, tools/h200_rmsnorm_sweep.py). Warps: 4 for a split row (8 and 16
+(reports/20261130-h200-rmsnorm-bound/NOTES.md, lab/h200_rmsnorm_sweep.py). Warps: 4 for a split row (8 and 16
 measured slower there), else one per 512 columns, 4 to 16.
 
 Variants: `default`; `l2_prefetch` (Hopper and later), the same kernel whose program first has the TMA unit bring

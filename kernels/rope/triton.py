@@ -4,7 +4,7 @@ x2, in fp32) and the same positions' cos and sin rows, and writes x1 * cos1 - x2
 (rotate_half without moving data) straight into q's or k's slice of `out`. cos and sin are read by every head of
 a position (from L2: 2 MB per table at the Llama prefill shape); q, k and out are each touched once.
 
-On an H200 at llama_prefill, bf16 (tools/h200_memops_sweep.py; reports/20261130-h200-rope/NOTES.md) it is well
+On an H200 at llama_prefill, bf16 (lab/h200_memops_sweep.py; reports/20261130-h200-rope/NOTES.md) it is well
 ahead of the earlier token-major layout (one program per token and block of 16 heads, 256 B per head row). Masks
 cover any position count and an even head_dim whose half is not a power of 2."""
 import triton

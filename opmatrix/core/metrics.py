@@ -17,6 +17,14 @@ from opmatrix.core.result import Result
 GUARD_MARGIN = {"gpu": 1.5, "cpu": 2.0}  # suspect above this many times the roofline bound's rate
 
 
+def rate_gbps(min_bytes: float | None, ms: float | None) -> float | None:
+    """The rate of a call that moves `min_bytes` in `ms` milliseconds, in GB/s (a row's `gbps` from its median;
+    None without bytes or a positive time)."""
+    if min_bytes is None or not ms or ms <= 0:
+        return None
+    return min_bytes / (ms / 1e3) / 1e9
+
+
 def copy_gbps(ceilings: dict, moved_bytes: float | None) -> float | None:
     """The copy ceiling that bounds a row moving `moved_bytes`: where copies were measured at several sizes (a
     CPU), the rate of the largest size not above the row's bytes (the smallest size if all are larger), else the
@@ -70,7 +78,7 @@ def derive(result: Result, ceilings: dict) -> Result:
     derived = dataclasses.replace(
         result,
         tflops=result.flops / seconds / 1e12 if seconds > 0 and result.flops is not None else None,
-        gbps=result.min_bytes / seconds / 1e9 if seconds > 0 and result.min_bytes is not None else None,
+        gbps=rate_gbps(result.min_bytes, result.median_ms),
         stability_pct=stability,
         ceiling_tflops=ceilings.get("tflops", {}).get(result.dtype),
         ceiling_gbps=copy_gbps(ceilings, result.min_bytes),

@@ -3,7 +3,7 @@ with its A/A twin and contestants per round group, ~20 rounds each, a few round 
 opmatrix.decide.stats.add_paired_columns on them; prints rows, seconds and peak memory (issue 28's performance
 duty: 200,000 rows in <= 20 s).
 
-    python tools/bench_stats.py [--rows 200000] [--rounds 20] [--seed 1]"""
+    python lab/bench_stats.py [--rows 200000] [--rounds 20] [--seed 1]"""
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,4 @@
-"""rmsnorm designs in TileLang, for `python3 tools/h200_rmsnorm_sweep.py --tilelang` (needs tilelang and a GPU):
+"""rmsnorm designs in TileLang, for `python3 lab/h200_rmsnorm_sweep.py --tilelang` (needs tilelang and a GPU):
 a row spread over a thread-block cluster, a row moved by the TMA unit, persistent CTAs pipelining rows through
 shared memory, and the committed row kernel at other thread counts, rows per program and L2 prefetch distances.
 Measured on an H200: reports/20261201-h200-rmsnorm-tilelang/NOTES.md."""

@@ -1,9 +1,9 @@
-"""The phase breakdown of one stored run, for tools/bench_first_run.sh: per cell, its rows by status, how many came
+"""The phase breakdown of one stored run, for lab/bench_first_run.sh: per cell, its rows by status, how many came
 from the compile-only cache, and where its time went (building: compile_s; timing: the rounds, counted once per
 group of rows timed together; the rest of its jobs' time: worker start-up, framework imports, correctness), with
 the run's wall time outside the cells (scheduler and report).
 
-    python tools/bench_phases.py RUN_FOLDER [WALL_S]
+    python lab/bench_phases.py RUN_FOLDER [WALL_S]
 """
 import json
 import sys

@@ -4,7 +4,7 @@
 # 64 MiB a device call carries. Made on a machine with an index:
 #   (cd DIR_OF_UNPACKED_WHEELS && tar cf - tilelang-0.1.15-* | xz -9 > .bundle/c1/tl015.tar.xz)
 # where each wheel was unpacked into a folder named as the wheel without `.whl`. On the host:
-#   tools/offline_wheels.sh ARCHIVE...     -> /tmp/wheels/*.whl (zipped again; idempotent)
+#   lab/offline_wheels.sh ARCHIVE...     -> /tmp/wheels/*.whl (zipped again; idempotent)
 # then PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheels for the cell environments.
 set -euo pipefail
 mkdir -p /tmp/wheels-unpacked /tmp/wheels

@@ -6,7 +6,7 @@ kernel (one wgmma batch in flight, asynchronous TMA-store epilogue); the experim
 automatic warp specialisation and the hand-written loop storing C from registers, are in this tool as of commit
 f3b70b8 (reports/20261201-h200-tilelang-gemm-sweep/NOTES.md).
 
-    python3 tools/h200_tilelang_gemm_sweep.py [ROUNDS [WORKLOAD]] [--only NAME,...]   # project root; torch,
+    python3 lab/h200_tilelang_gemm_sweep.py [ROUNDS [WORKLOAD]] [--only NAME,...]   # project root; torch,
                                                                                       # triton, tilelang
 `--only` times eager (always, the baseline) and the named contestants, e.g. `--only blaslt,ws/full_row`.
 

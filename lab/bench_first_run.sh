@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # How long a newcomer's first `nox -s matrix` takes on this machine: the environments, a cold run (every
 # compile-only job built again: --rebuild) and a warm run (the second one: compile-only rows from the cache), each
-# timed by the wall clock, with the phase breakdown of each run read from its stored rows (tools/bench_phases.py).
+# timed by the wall clock, with the phase breakdown of each run read from its stored rows (lab/bench_phases.py).
 #
-#   tools/bench_first_run.sh [MATRIX]          # default: matrix/default.toml
+#   lab/bench_first_run.sh [MATRIX]          # default: matrix/default.toml
 #
 # Run folders go to a temporary folder (BENCH_REPORTS to choose it), never reports/. The environments step is a run
 # that starts no job (--deadline-s 0): nox builds or checks each cell's environment and stops; on a machine where
@@ -44,5 +44,5 @@ echo
 python=.nox/matrix/bin/python
 [ -x "$python" ] || python=python3
 for name in cold warm; do
-  "$python" tools/bench_phases.py "$reports/bench-$stamp-$name" "$(eval echo \$$name)"
+  "$python" lab/bench_phases.py "$reports/bench-$stamp-$name" "$(eval echo \$$name)"
 done

@@ -6,7 +6,7 @@ opmatrix.incell.rounds. They time a contestant the way a cell times a row (trito
 a burst), and each round visits every contestant in a fresh shuffled order, so a power-state drift between rounds
 hits them alike; per-round ratios then pair contestants (opmatrix.decide.stats.ratios).
 
-The tools import this file from their own folder: run them from the project root (`python3 tools/NAME.py`)."""
+The tools import this file from their own folder: run them from the project root (`python3 lab/NAME.py`)."""
 from __future__ import annotations
 
 import random

@@ -2,8 +2,8 @@
 times move with the host's load, so its cost is read in CPU seconds (this process's and its waited-for children's,
 getrusage), which a busy neighbour moves far less.
 
-    PYTHONPATH=tools SUITE_CPU_OUT=/tmp/suite-cpu.jsonl python -m pytest -p suite_cpu -n 3 --dist loadfile
-    python tools/suite_cpu.py /tmp/suite-cpu.jsonl [--top 30]
+    PYTHONPATH=lab SUITE_CPU_OUT=/tmp/suite-cpu.jsonl python -m pytest -p suite_cpu -n 3 --dist loadfile
+    python lab/suite_cpu.py /tmp/suite-cpu.jsonl [--top 30]
 
 As a pytest plugin (-p suite_cpu) it appends one JSON line per test (setup, call and teardown together, so a
 module-scoped run is charged to the first test that asks for it) to $SUITE_CPU_OUT. Run as a script, it sums the

@@ -2,7 +2,7 @@
 (sm_90a) at several tile configurations, on any host with Triton (no GPU): which configurations the next H200
 session should time. Each line is what a compile-only row would say (opmatrix.kit.aot.triton_compile_for).
 
-    python tools/sm90_triton_gemm_configs.py [float16|bfloat16]
+    python lab/sm90_triton_gemm_configs.py [float16|bfloat16]
 
 Used for reports/20261130-cpu-sm90-builds/NOTES.md (the committed configuration, 128x256x64 with 8 warps, spills)."""
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Two identical runs of one matrix at the same time on a host with two GPUs, one run per GPU (CUDA_VISIBLE_DEVICES
-# pins each opmatrix to its GPU), each through tools/gpu_host_run.sh: starts them, or resumes both.
+# pins each opmatrix to its GPU), each through lab/gpu_host_run.sh: starts them, or resumes both.
 #
-#   tools/gpu_host_pair.sh MATRIX RUN_ID_A RUN_ID_B DEADLINE_S [extra opmatrix run args, e.g. --redo runtime_error]
+#   lab/gpu_host_pair.sh MATRIX RUN_ID_A RUN_ID_B DEADLINE_S [extra opmatrix run args, e.g. --redo runtime_error]
 set -uo pipefail
 matrix=$1 run_a=$2 run_b=$3 deadline=$4
 shift 4

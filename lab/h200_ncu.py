@@ -3,7 +3,7 @@
 compiles and warm-up calls stay out).
 
     ncu --profile-from-start off --section SpeedOfLight --section Occupancy --section LaunchStats \\
-        --section ComputeWorkloadAnalysis python3 tools/h200_ncu.py KERNEL WORKLOAD [WORKLOAD ...] \\
+        --section ComputeWorkloadAnalysis python3 lab/h200_ncu.py KERNEL WORKLOAD [WORKLOAD ...] \\
         --impls tilelang:fa3,torch:cudnn [--dtype float16]
 
 An implementation is BACKEND:VARIANT as in a matrix (`torch:default`, `blaslt:default`, `tilelang:ws`). ncu locks

@@ -3,7 +3,7 @@ copy ceiling measured by the cell probe's own code (opmatrix.incell.ceilings: do
 beside a plain copy of the same number of bytes. Each variant is checked against the committed kernel's output
 first.
 
-    python3 tools/h200_memops_sweep.py          # from the project root, on a GPU host (torch, triton)
+    python3 lab/h200_memops_sweep.py          # from the project root, on a GPU host (torch, triton)
 
 Issue "model loop", goal >= 90 % of copy bandwidth at prefill sizes: see reports/20261130-h200-model-llama/NOTES.md.
 There, this sweep's first run timed rope's earlier token-major kernel as the committed one and the head-major

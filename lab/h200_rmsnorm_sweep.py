@@ -2,7 +2,7 @@
 variants of a split-row Triton kernel, and copies of the same bytes (the row-layout copy is the bound for any
 kernel that reads x and writes y once in that layout).
 
-    python3 tools/h200_rmsnorm_sweep.py [ROUNDS] [--persistent | --tilelang] [--only PART ...]   # on a GPU host
+    python3 lab/h200_rmsnorm_sweep.py [ROUNDS] [--persistent | --tilelang] [--only PART ...]   # on a GPU host
 
 Copies: torch's `copy_` (for contiguous tensors of one dtype PyTorch's CUDA copy calls cudaMemcpyAsync), a
 Triton copy in the kernel's row layout, and a flat Triton copy with no rows (1K-16K elements per program).
@@ -10,7 +10,7 @@ Split-row variants: one row per program at 1, 2, 4 and 8 warps (1 and 2: a warp 
 each lane has 4-8 loads of 16 bytes in flight and no CTA-wide reduction), two rows at 1 and 2. `--persistent`
 adds the persistent variants (1, 2, 4 programs per SM; 4 or 8 warps; 1-3 pipelined rows), measured slower.
 A row spread over 2-5 programs (spread_rows: partial sums shared through global memory) measured 56-80 %.
-`--tilelang` (needs tilelang; the kernels are in tools/h200_rmsnorm_tilelang.py) replaces the Triton variants with
+`--tilelang` (needs tilelang; the kernels are in lab/h200_rmsnorm_tilelang.py) replaces the Triton variants with
 TileLang's row kernel at other thread counts and rows per program, a row spread over a thread-block cluster of 2
 CTAs (distributed shared memory; 67-72 %), a row moved by the TMA unit (one bulk load and one bulk store;
 87-91 %), persistent CTAs pipelining rows through shared memory (76-87 %; some warp-specialised configurations

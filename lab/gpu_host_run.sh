@@ -3,7 +3,7 @@
 # TileLang, nox and pydantic come from an offline wheel bundle (python3 ../shared/tools/offline_bundle.py
 # .bundle/tl.tar.xz tilelang==0.1.15 nox pydantic packaging), unpacked once under /tmp/site.
 #
-#   tools/gpu_host_run.sh MATRIX RUN_ID DEADLINE_S [extra opmatrix run args...]
+#   lab/gpu_host_run.sh MATRIX RUN_ID DEADLINE_S [extra opmatrix run args...]
 #
 # Starts the run, or resumes it when reports/RUN_ID already exists; stops starting jobs after DEADLINE_S, so
 # consecutive calls of a time-boxed machine complete one run. Output (report, logs) is copied to $OUT if set.

@@ -1,9 +1,9 @@
 """How long `opmatrix report` takes, and how much memory, on a synthetic run of N rows (issue 29, item 8).
 
-    python tools/bench_report.py --rows 200000            # wall time and peak RSS of `opmatrix report`
-    python tools/bench_report.py --rows 20000 --profile   # and the top of a cProfile of it
-    python tools/bench_report.py --rows 5000 --compare    # the two toolchains declared a [[compare]]
-    python tools/bench_report.py --rows 200000 --stages   # and the CPU and peak RSS of each stage of the report
+    python lab/bench_report.py --rows 200000            # wall time and peak RSS of `opmatrix report`
+    python lab/bench_report.py --rows 20000 --profile   # and the top of a cProfile of it
+    python lab/bench_report.py --rows 5000 --compare    # the two toolchains declared a [[compare]]
+    python lab/bench_report.py --rows 200000 --stages   # and the CPU and peak RSS of each stage of the report
 
 The run is written into a temporary folder (removed afterwards unless --keep) and never committed. Its shape, a
 large nightly sweep: 2 toolchains x 4 devices (2 with a host, 2 without: their rows are `no_host`) x 8 kernels x 5

@@ -4,7 +4,7 @@ one block's softmax with the previous block's P V, ping-pong between the consume
 the epilogue: O from registers or through shared memory and a TMA store, the `-tma` designs),
 each built with the kernel's own `_fa3_kernel`, and optionally the committed variants themselves.
 
-    python3 tools/h200_tilelang_flash_sweep.py [ROUNDS [WORKLOAD ...]] [--designs A,B] [--variants fa3]
+    python3 lab/h200_tilelang_flash_sweep.py [ROUNDS [WORKLOAD ...]] [--designs A,B] [--variants fa3]
                                               # project root; torch, triton, tilelang
 
 Timed like opmatrix's cells time rows (triton's do_bench, L2 flushed, median of a burst); each round visits every
