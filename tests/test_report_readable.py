@@ -2,17 +2,22 @@
 in full in report.md and report.html, and in the terminal a shortened reason that ends in "..." at a word and
 says where the full text is; tables that fit a pipe."""
 import io
+import os
+import shutil
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from rich.console import Console
 
-from opmatrix import report
+from opmatrix import paths, report
 from opmatrix.core.text import shorten
 from opmatrix.manifest import RunManifest
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
 from opmatrix.report.html.run_page import run_page
-from opmatrix.run import new_manifest
+from opmatrix.run import decided, new_manifest
+from opmatrix.store import ResultStore
 from tests.helpers import probe_adapter, probe_matrix, report_frame, report_result, write_plugins
 
 
@@ -86,3 +91,33 @@ def test_shorten_keeps_short_text_and_cuts_long_text_at_a_word():
     assert shorten("one two three four five", 15) == "one two..."
     assert shorten("x" * 30, 10) == "xxxxxxx..."  # no space to cut at: the word is cut
     assert shorten("one two three four five", 15, "r.md") == "one two... (full text: r.md)"
+
+
+def _table_lines(text: str) -> list[str]:
+    """The lines of rich tables in a terminal report (box drawing), titles left out."""
+    return [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
+
+
+def test_the_tables_of_a_real_report_fit_a_pipe_and_a_terminals_width(tmp_path):
+    """`opmatrix report` piped (not a terminal): every table fits 120 columns, its long cells wrapped at words (the
+    Verdicts table was 440 wide); $COLUMNS, where set, is kept."""
+    run = paths.REPORTS / "20261130-cpu-default"
+    copy = tmp_path / run.name
+    copy.mkdir()
+    for name in ("results.jsonl", "run.json"):
+        shutil.copy(run / name, copy / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE",
+                                                            "TTY_INTERACTIVE")}
+    env.update(PYTHONPATH=str(paths.PACKAGE.parent), OPMATRIX_HTML="0")
+    out = subprocess.run([sys.executable, "-m", "opmatrix", "report", str(copy)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    tables = _table_lines(out.stdout)
+    assert any("Verdicts" in line for line in out.stdout.splitlines()[:3]) and len(tables) > 20
+    assert max(len(line) for line in tables) <= 120, max(tables, key=len)
+    assert "keep framework torch" in out.stdout
+    narrow = Console(file=io.StringIO(), width=90)  # a width given (or $COLUMNS) is kept
+    store = ResultStore(copy, create=False)
+    df, verdicts = decided(store.consolidate(), store.manifest())
+    report.print_terminal(df, narrow, verdicts)
+    assert max(len(line) for line in _table_lines(narrow.file.getvalue())) <= 90

@@ -16,13 +16,16 @@ from opmatrix.report.styles import cell_style, plain
 TERMINAL_ROWS = 200  # rows of one table shown in the terminal; report.md and report.html have every row
 TERMINAL_LINES = 50  # lines under one table (a line per unstable row, say), likewise
 REASON_CHARS = 160  # a failure's reason in the terminal, cut at a word with "..."; report.md has all of it
-LOG_WIDTH = 400  # a log or a pipe has no width to fit: 80 columns would fold every table into a column of shards
+PIPE_WIDTH = 120  # a log or a pipe: tables fit this many columns (rich's 80 folds a table into shards; a wider
+# one runs off a CI log viewer and a pager)
 
 
 def widen(console) -> None:
-    """Let output that is not a terminal (CI logs, `| tee`) keep each table row on one line."""
-    if not console.is_terminal and console.width < LOG_WIDTH:
-        console.width = LOG_WIDTH
+    """Output that is not a terminal (CI logs, `| tee`, `| less`) gets PIPE_WIDTH columns: every table fits them,
+    its long cells (a verdict's why, a failure's reason) wrapped at words inside their column. A width the console
+    was given, or $COLUMNS, is kept. The notes under a table stay one line each (soft wrap)."""
+    if not console.is_terminal and console._width is None:  # rich keeps a given width or $COLUMNS there
+        console.width = PIPE_WIDTH
 
 
 def styled(value) -> str:
