@@ -241,15 +241,18 @@ def _cmd_plan(args) -> int:
     matrix = load_matrix(paths.matrix_file(args.matrix))
     plan.check_plugins(matrix)
     rivals = {p.rival.cell.id: p.cell.id for p in plan.cell_plans(matrix, "plan", paths.SCRATCH) if p.rival}
+    specs = plan.plan_cells(matrix)
     cells = [{"cell": c.id, "session": c.session, "jobs": [_plan_job(matrix, j) for j in plan.plan_jobs(matrix, c)],
-              "timed_with": rivals.get(c.id, "")} for c in plan.plan_cells(matrix)]
+              "timed_with": rivals.get(c.id, "")} for c in specs]
     if args.json:
         json.dump(cells, sys.stdout, indent=1)
         print()
     else:
-        for c in cells:
+        for spec, c in zip(specs, cells):
             paired = f"   in the same rounds as {c['timed_with']} ([[compare]] candidate)" if c["timed_with"] else ""
             print(f"{c['cell']:<32} {len(c['jobs']):>4} jobs   nox session {c['session']}{paired}")
+            for line in plan.job_lines(matrix, spec):  # every kernel x backend[variant], so the count adds up
+                print(line)
         for line in plan.plugin_lines(matrix):  # plugins not shipped with opmatrix, and the project's overrides
             print(line)
         for line in plan.workload_lines(matrix):  # workloads defined by their parameters, and their files
@@ -258,8 +261,12 @@ def _cmd_plan(args) -> int:
 
 
 def _plan_job(matrix, job) -> dict:
-    """A job of `opmatrix plan --json`; one of a workload the matrix defines says its parameters and their file."""
+    """A job of `opmatrix plan --json`, with where it comes from (plan.job_origin); one of a workload the matrix
+    defines says its parameters and their file."""
+    from opmatrix import plan
+
     out = {k: v for k, v in vars(job).items() if k != "params"}
+    out["from"] = plan.job_origin(matrix, job.kernel, job.backend, job.variant)
     if job.params:
         out.update(params=dict(job.params), workload_from=matrix.workload_origin(job.kernel, job.workload))
     return out

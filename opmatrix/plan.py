@@ -63,9 +63,14 @@ def _cell_excluded(ex, device: str, toolchain: str) -> bool:
 
 
 def plan_jobs(matrix: Matrix, cell: CellSpec) -> list[JobSpec]:
+    return [job for job, excluded in _all_jobs(matrix, cell) if excluded is None]
+
+
+def _all_jobs(matrix: Matrix, cell: CellSpec):
+    """Every (job, index of the first [[exclude]] that takes it out, or None) of the cell: kernel x workload x
+    dtype x backend x each variant the implementation file declares (VARIANTS)."""
     vendor = cell.device.vendor
     registry = matrix.plugins()
-    jobs = []
     for entry in matrix.kernel:
         for workload in entry.workloads.get(vendor, []):
             for dtype in entry.dtypes.get(vendor, []):
@@ -74,12 +79,60 @@ def plan_jobs(matrix: Matrix, cell: CellSpec) -> list[JobSpec]:
                     for variant in plugins.declared_variants(path):
                         values = dict(device=cell.device.id, toolchain=cell.toolchain.name, kernel=entry.name,
                                       backend=backend, workload=workload, dtype=dtype, variant=variant)
-                        if any(ex.matches(**values) for ex in matrix.exclude):
-                            continue
+                        excluded = next((i for i, ex in enumerate(matrix.exclude) if ex.matches(**values)), None)
                         params = matrix.defined_params(entry.name, workload) or {}
-                        jobs.append(JobSpec(entry.name, workload, dtype, backend, variant,
-                                            entry.timeout_s or matrix.run.timeout_s, params=tuple(params.items())))
-    return jobs
+                        yield (JobSpec(entry.name, workload, dtype, backend, variant,
+                                       entry.timeout_s or matrix.run.timeout_s, params=tuple(params.items())),
+                               excluded)
+
+
+def job_lines(matrix: Matrix, cell: CellSpec) -> list[str]:
+    """What `opmatrix plan` says of a cell's jobs, so that its count adds up: one line per kernel x backend[variant]
+    with its number of jobs, its workloads and dtypes, and where it comes from (the implementation file, who
+    provides it, and for a variant that the file declares it, not the matrix: every variant in VARIANTS is a job of
+    its own); then what each [[exclude]] took out."""
+    groups: dict[tuple[str, str, str], list[JobSpec]] = {}
+    excluded: dict[int, int] = {}
+    for job, ex in _all_jobs(matrix, cell):
+        if ex is None:
+            groups.setdefault((job.kernel, job.backend, job.variant), []).append(job)
+        else:
+            excluded[ex] = excluded.get(ex, 0) + 1
+    rows = []
+    for (kernel, backend, variant), jobs in groups.items():
+        label = backend if variant == "default" else f"{backend}[{variant}]"
+        rows.append((f"{kernel} x {label}", f"{len(jobs)} job{'s' if len(jobs) > 1 else ''}", _cases(jobs),
+                     job_origin(matrix, kernel, backend, variant)))
+    widths = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
+    lines = [f"  {a:<{widths[0]}}  {b:>{widths[1]}}  {c:<{widths[2]}}  {d}".rstrip() for a, b, c, d in rows]
+    for i, n in sorted(excluded.items()):
+        ex = matrix.exclude[i]
+        keys = " ".join(f"{k}={getattr(ex, k)}" for k in ("device", "toolchain", "kernel", "backend", "workload",
+                                                          "dtype", "variant") if getattr(ex, k))
+        lines.append(f"  {n} job{'s' if n > 1 else ''} left out by exclude[{i}] ({keys})"
+                     + (f": {ex.reason}" if ex.reason else ""))
+    return lines
+
+
+def _cases(jobs: list[JobSpec]) -> str:
+    """The workloads and dtypes of jobs: `w1, w2 x float16, bfloat16` when they are every pair of the two, else
+    each pair."""
+    workloads = list(dict.fromkeys(j.workload for j in jobs))
+    dtypes = list(dict.fromkeys(j.dtype for j in jobs))
+    if len(jobs) == len(workloads) * len(dtypes):
+        return f"{', '.join(workloads)} x {', '.join(dtypes)}"
+    return ", ".join(f"{j.workload} {j.dtype}" for j in jobs)
+
+
+def job_origin(matrix: Matrix, kernel: str, backend: str, variant: str) -> str:
+    """Where a kernel x backend[variant] comes from: its implementation file (from the working folder where it lies
+    below it) and who provides it (shipped with opmatrix, the project's, an installed package's entry point); for a
+    variant, that the file declares it."""
+    found = matrix.plugins().kernel(kernel)
+    path = plugins.impl_path(found.folder, kernel, backend)
+    shown = str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+    where = f"{shown} ({found.origin})"
+    return where if variant == "default" else f"{where}, a variant its VARIANTS declares"
 
 
 def cell_plans(matrix: Matrix, run_id: str, scratch_root: Path) -> list[CellPlan]:

@@ -23,7 +23,7 @@ def test_plan_json_lists_cells_and_jobs():
     cells = {c["cell"]: c for c in json.loads(out.stdout)}
     assert {"cpu.pinned", "h200.pinned", "mi300x.pinned", "local-gpu.host"} <= set(cells)
     job = cells["cpu.pinned"]["jobs"][0]
-    assert set(job) == {"kernel", "workload", "dtype", "backend", "variant", "timeout_s", "rival"}
+    assert set(job) == {"kernel", "workload", "dtype", "backend", "variant", "timeout_s", "rival", "from"}
 
 
 def test_bad_matrix_exits_2_with_the_reason(tmp_path):

@@ -1,11 +1,14 @@
 """Planning: cells are devices x toolchains minus excludes; jobs expand kernels, workloads, dtypes, backends and
 the variants an implementation declares."""
+import json
+
 import pytest
 
-from opmatrix import plan
+from opmatrix import cli, plan
 from opmatrix.scheduling import hosts
 from opmatrix.scheduling.hosts import HostDevice
 from opmatrix.matrix import MatrixError, load_matrix
+from tests.helpers import PROBE_SPEC
 
 MATRIX = """
 name = "p"
@@ -114,3 +117,53 @@ def test_host_devices_resolve_specific_before_fallback(write_matrix):
     assert assigned["any-gpu"] == [a100]  # the H200 went to the specific device
     assert assigned["cpu"] == [cpu]
     assert "mi300x" not in assigned
+
+
+def test_plan_lists_every_job_with_where_it_comes_from_so_the_count_adds_up(tmp_path, monkeypatch, capsys):
+    """The user names 4 jobs of their own kernel and 2 of a shipped one; the shipped rmsnorm's torch declares a
+    variant (llama) that joins as a job of its own, and an exclude takes one out: plan's lines say each, and their
+    counts add up to the cell's."""
+    (tmp_path / "kernels" / "probe").mkdir(parents=True)
+    (tmp_path / "kernels" / "probe" / "spec.py").write_text(PROBE_SPEC)
+    for name in ("torch", "torch_compile"):
+        (tmp_path / "kernels" / "probe" / f"{name}.py").write_text("def build(w, dtype, device, variant):\n    "
+                                                                    "return None\n")
+    (tmp_path / "m.toml").write_text("""
+name = "mine"
+backends = ["torch", "torch-compile"]
+[[device]]
+id = "cpu"
+vendor = "cpu"
+arch = "auto"
+[[toolchain]]
+name = "here"
+system = true
+[[kernel]]
+name = "probe"
+workloads = { cpu = ["small", "quick"] }
+dtypes = { cpu = ["float32"] }
+[[kernel]]
+name = "rmsnorm"
+workloads = { cpu = ["small_1024"] }
+dtypes = { cpu = ["float32"] }
+[[exclude]]
+kernel = "probe"
+backend = "torch-compile"
+workload = "quick"
+reason = "not needed"
+""")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["plan", "m.toml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("cpu.here") and " 6 jobs " in lines[0]
+    listed = [line for line in lines[1:] if line.startswith("  ") and " x " in line.split("  ")[1]]
+    assert sum(int(line.split(" job")[0].split()[-1]) for line in listed) == 6
+    by = {line.split()[0] + " " + line.split()[2]: line for line in listed}
+    assert "small, quick x float32" in by["probe torch"] and "kernels/probe/torch.py (project)" in by["probe torch"]
+    assert "1 job" in by["probe torch-compile"] and "small x float32" in by["probe torch-compile"]
+    llama = by["rmsnorm torch[llama]"]
+    assert "rmsnorm/torch.py (shipped), a variant its VARIANTS declares" in llama
+    assert "  1 job left out by exclude[0] (kernel=probe backend=torch-compile workload=quick): not needed" in lines
+    assert cli.main(["plan", "m.toml", "--json"]) == 0
+    (cell,) = json.loads(capsys.readouterr().out)
+    assert [j["from"] for j in cell["jobs"] if j["variant"] == "llama"] == [llama.split("float32")[-1].strip()]
