@@ -61,7 +61,7 @@ def _cmd_run(args) -> int:
     else:
         from opmatrix.scheduling.ray_cluster import RayScheduler
 
-        scheduler = RayScheduler(args.address, args.num_gpus)
+        scheduler = RayScheduler(args.address, args.num_gpus, verbose=args.verbose)
     fail_on = _statuses("--fail-on", args.fail_on)
     folder = run(paths.matrix_file(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler,
                  resume=args.resume, redo=redo, deadline_s=args.deadline_s, keep_scratch=args.keep_scratch,
@@ -280,10 +280,10 @@ def _cmd_hosts(args) -> int:
     if args.address:
         import ray
 
-        from opmatrix.scheduling.ray_cluster import check_reachable
+        from opmatrix.scheduling.ray_cluster import check_reachable, log_level
 
         check_reachable(args.address)
-        ray.init(address=args.address, log_to_driver=False)
+        ray.init(address=args.address, log_to_driver=False, logging_level=log_level())
         try:
             lines = fleet.explain_cluster(devices, ray.nodes())
         finally:
@@ -348,6 +348,8 @@ def _run_parser(sub) -> None:
                    "$RAY_ADDRESS, else an embedded local Ray for this run)")
     r.add_argument("--num-gpus", type=int, help="embedded Ray: advertise only the first N local GPUs")
     r.add_argument("--no-ray", action="store_true", help="run this host's cells one after another without Ray")
+    r.add_argument("--verbose", action="store_true", help="show Ray's own log lines too (its warnings and notices; "
+                   "by default only its errors), as OPMATRIX_RAY_VERBOSE=1 does")
     r.add_argument("--resume", action="store_true", help="continue the run folder named by --run-id: run only the "
                    "jobs it has no result for (or one with a status listed in --redo)")
     r.add_argument("--redo", default=None, help="with --resume: comma-separated statuses to run again "

@@ -11,12 +11,19 @@ The queue actor lives on the head node, so losing a GPU node never loses the str
   whose facts lie in them (a label selector: opmatrix.scheduling.fleet).
 - A node lost mid-cell: the jobs that have not reported are resubmitted to another node with the same device
   if the cluster still has one, else recorded as `lost`. Results already streamed are kept either way.
+
+Ray's own log lines (its token-authentication warnings, "Started a local Ray instance") stay out of the user's
+terminal unless asked for (`opmatrix run --verbose`, or OPMATRIX_RAY_VERBOSE=1): only its errors show. An embedded
+Ray authenticates with a token of this process's own, handed to its processes in the environment; Ray would
+otherwise write one to ~/.ray/auth_token and keep it there.
 """
 from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
+import secrets
 import socket
 import time
 from dataclasses import dataclass, field
@@ -40,6 +47,8 @@ STARTED = "started"
 NOW = "now"  # what a cell is doing between two results (opmatrix.incell.cell_runner NOW_PREFIX)
 HEAD_RESOURCE = "node:__internal_head__"  # every Ray head node has it
 CONNECT_TIMEOUT_S = 5.0
+VERBOSE_ENV = "OPMATRIX_RAY_VERBOSE"  # "1": Ray's own log lines (info and warnings) in the terminal too
+TOKEN_ENV = "RAY_AUTH_TOKEN"  # Ray reads a token here before its files (RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)
 POLL_S = 0.2  # the driver waits on Ray at most this long at a time, then looks for a Ctrl-C / SIGTERM
 
 
@@ -162,14 +171,35 @@ def _read(conn: socket.socket, n: int, deadline: float) -> bytes:
     return data
 
 
+def log_level(verbose: bool = False) -> int:
+    """The level of Ray's own logger in the driver: its errors only, unless asked for (--verbose or
+    OPMATRIX_RAY_VERBOSE=1)."""
+    asked = verbose or os.environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return logging.INFO if asked else logging.ERROR
+
+
+def embedded_token() -> None:
+    """An embedded Ray's authentication token, never a file under $HOME: Ray >= 2.59 turns token authentication on
+    for a local cluster and, finding no token, writes a new one to ~/.ray/auth_token for good. A token of this
+    process's own in RAY_AUTH_TOKEN (read before any file, inherited by the cluster's processes) stands in; one run
+    after another in one process keeps it (Ray's driver holds the first it read). A token the user gives
+    (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH) or RAY_AUTH_MODE=disabled is left as it is."""
+    if os.environ.get(TOKEN_ENV) or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "disabled":
+        return
+    os.environ[TOKEN_ENV] = secrets.token_hex(32)
+
+
 class RayScheduler:
     """Connects to a cluster (address or RAY_ADDRESS) or starts an embedded one advertising this host."""
 
-    def __init__(self, address: str | None = None, num_gpus: int | None = None) -> None:
+    def __init__(self, address: str | None = None, num_gpus: int | None = None, verbose: bool = False) -> None:
         self.address = address or os.environ.get("RAY_ADDRESS")
         if self.address:
             check_reachable(self.address)  # before any run folder exists
         self.num_gpus = num_gpus
+        self.verbose = verbose
         self.embedded = False
         self.tags = itertools.count()
 
@@ -190,7 +220,8 @@ class RayScheduler:
         runtime_env = {"env_vars": {"PYTHONPATH": pythonpath, paths.ROOT_ENV: str(paths.ROOT)}}
         if self.address:
             try:
-                ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
+                ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False,
+                         logging_level=log_level(self.verbose))
             except (ConnectionError, RuntimeError, TimeoutError) as exc:  # answered gRPC, yet Ray would not connect
                 raise SchedulerError(f"cannot connect to the Ray cluster {self.address}: {exc}; check --address / "
                                      "RAY_ADDRESS, or leave both out to run on an embedded local Ray") from None
@@ -200,10 +231,12 @@ class RayScheduler:
         if self.num_gpus is not None:
             gpus = gpus[: self.num_gpus]
         advertised = [d for d in local if d.vendor == "cpu"] + gpus
+        embedded_token()
         # address="local": always a fresh instance of our own, even when another Ray runs on this machine
         ray.init(address="local", num_cpus=os.cpu_count(), num_gpus=len(gpus),
                  resources=resources.host_resources(advertised), labels=resources.host_labels(advertised),
-                 include_dashboard=False, runtime_env=runtime_env, log_to_driver=False)
+                 include_dashboard=False, runtime_env=runtime_env, log_to_driver=False,
+                 logging_level=log_level(self.verbose))
         self.embedded = True
 
     def __exit__(self, *exc) -> None:
