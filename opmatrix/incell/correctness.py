@@ -202,17 +202,20 @@ class Verdict:
 
     def explain(self) -> str:
         """Why the output is wrong, with the numbers a reader needs to find the element."""
+        norm = not self.finite or self.rel_err > self.tolerance
+        kinds = {kind for kind, failed in ((self.rel_err_kind, norm), (self.worst_kind, self.bad_elements)) if failed}
+        once = len(kinds) == 1  # the inputs' kind, named once where both findings were on the same kind
         parts = []
-        if not self.finite or self.rel_err > self.tolerance:
+        if norm:
             parts.append(f"relative error {self.rel_err:.3g} > tolerance {self.tolerance:.3g}"
-                         + _on(self.rel_err_kind))
+                         + ("" if once else _on(self.rel_err_kind)))
         if self.bad_elements:
             w = self.worst
             parts.append(f"{w.count} of {w.total} elements outside |out - ref| <= {self.atol:.3g}*rms_row(ref) + "
-                         f"{self.rtol:.3g}*|ref|{_on(self.worst_kind)} (worst at {w.where}: out {w.got:.6g}, ref "
-                         f"{w.ref:.6g})")
-        return "; ".join(parts) + (f" (worst of {self.trials} trials with fresh inputs; NaN = unwritten or "
-                                   "non-finite)")
+                         f"{self.rtol:.3g}*|ref|{'' if once else _on(self.worst_kind)} (worst at {w.where}: out "
+                         f"{w.got:.6g}, ref {w.ref:.6g})")
+        return "; ".join(parts) + (_on(kinds.pop()) if once else "") + (
+            f" (worst of {self.trials} trials with fresh inputs; NaN = unwritten or non-finite)")
 
 
 def _on(kind: str) -> str:

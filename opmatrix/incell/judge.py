@@ -343,7 +343,7 @@ class Seat:
         self.kinds_checked.add(contents.kinds[index])
         try:
             reference = contents.reference(index)
-            judged.add(got, reference, contents.finite[index], kind)
+            judged.add(got, reference, contents.finite[index], kind if verdict else "")  # a timed call's: `where`
         except correctness.ShapeMismatch as exc:
             raise Cheat(status.MISMATCH, str(exc)) from None
         if verdict is None and not judged.passed:  # a timed call; the trials' verdict is read after the last
