@@ -86,6 +86,7 @@ class Judge:
         self.is_cpu = self.memory == "cpu"  # and so the worker times by the wall clock, or by device events
         self.out_bytes = out.numel() * out.element_size()
         self.slots = self._pool(workers)
+        self.seats: list[Seat] = []  # every worker seated, for what their bursts share (burst_overhead_ms)
         self.threads = pinned_threads()
         self.flush_ms: float | None = 0.0 if self.is_cpu else None  # GPU: measured before the first round
         self.gpu = telemetry.open_for(device)
@@ -108,7 +109,15 @@ class Judge:
         return max(1, min(self.settings.burst_sets, fit))
 
     def seat(self, server: Server, returns_output: bool, timeout_s: float) -> Seat:
-        return Seat(self, server, returns_output, timeout_s)
+        seat = Seat(self, server, returns_output, timeout_s)
+        self.seats.append(seat)
+        return seat
+
+    def burst_overhead_ms(self) -> float:
+        """GPU: a burst's fixed cost outside its calls' events and flushes, the least any of the group's workers
+        shows (a worker hiding work raises its own, never the others'); 0 with fewer than two workers to compare."""
+        found = [m for s in self.seats if (m := s.accounts.burst_overhead_ms()) is not None]
+        return max(0.0, min(found)) if len(found) >= 2 else 0.0
 
     def fresh(self, count: int, leading: tuple[str, ...] | list[str] = ()) -> Contents:
         """`count` fresh sets: the first of the kinds `leading` names, the others of kinds drawn at random (the
@@ -351,7 +360,7 @@ class Seat:
 
     def finding(self) -> Result | None:
         """Once the rounds are over: a row for what its bursts together show, else None."""
-        found = self.accounts.verdict()
+        found = self.accounts.verdict(self.judge.burst_overhead_ms())
         return None if found is None else Result(status=found[0], phase="timing", error=found[1])
 
     def catch_chance(self, share: float = integrity.CATCH_SHARE) -> float:
