@@ -63,10 +63,31 @@ def _cmd_run(args) -> int:
 
         scheduler = RayScheduler(args.address, args.num_gpus, verbose=args.verbose)
     fail_on = _statuses("--fail-on", args.fail_on)
-    folder = run(paths.matrix_file(args.matrix), Path(args.reports), args.run_id, scheduler=scheduler,
-                 resume=args.resume, redo=redo, deadline_s=args.deadline_s, keep_scratch=args.keep_scratch,
-                 rebuild=args.rebuild)
-    return _failed_exit(folder, fail_on)
+    matrix = paths.matrix_file(args.matrix)
+    folder = run(matrix, Path(args.reports), args.run_id, scheduler=scheduler, resume=args.resume, redo=redo,
+                 deadline_s=args.deadline_s, keep_scratch=args.keep_scratch, rebuild=args.rebuild)
+    failed = _failed_exit(folder, fail_on)
+    unjudged = _unjudged_exit(folder, matrix, said=not failed)
+    return failed or unjudged  # a failed row's 1 first: CI gates on it
+
+
+NOTHING_JUDGED = 5  # no row failed, yet the run judged nothing it ran (a baseline not installed, no verdict)
+
+
+def _unjudged_exit(folder: Path, matrix_path: Path, said: bool = True) -> int:
+    """NOTHING_JUDGED, each reason on stderr, when a cell's framework baseline is not installed or the run reached
+    no verdict (opmatrix.run.unjudged); else 0. The reasons are said even where a failed row's exit 1 wins
+    (said: whether the exit is this one's)."""
+    from opmatrix.matrix import load_matrix
+    from opmatrix.run import unjudged
+
+    problems = unjudged(folder, load_matrix(matrix_path))
+    for line in problems:
+        print(f"opmatrix: {line}", file=sys.stderr)
+    if problems and said:
+        print(f"opmatrix: exit {NOTHING_JUDGED}: nothing was judged where the run was meant to judge",
+              file=sys.stderr)
+    return NOTHING_JUDGED if problems else 0
 
 
 def _statuses(flag: str, text: str) -> frozenset[str]:
@@ -307,8 +328,10 @@ MATRIX_HELP = ("matrix file: a path, one from the project root (matrix/h200.toml
 EXIT_CODES = ("exit codes: 0 done; 1 a row failed (run --fail-on); 2 bad input (matrix, arguments, a locked or "
               "unknown run); 3 the disk filled during a run (the rows before it kept; free space, then --resume); "
               "4 rows were lost from results.jsonl during a run (restored) or planned jobs have no row without a "
-              "deadline (named; --resume runs them); 130 / 143 interrupted by SIGINT / SIGTERM (continue with "
-              "--resume)")
+              "deadline (named; --resume runs them); 5 no row failed, yet the run judged nothing: a cell's framework "
+              "baseline is not installed in its environment (the cell, its nox session and the package to add "
+              "named), or jobs ran and no verdict came of them; 130 / 143 interrupted by SIGINT / SIGTERM "
+              "(continue with --resume)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -170,6 +170,59 @@ def restore_lost(store: ResultStore, received: dict) -> list:
     return lost
 
 
+def unjudged(folder: Path, matrix) -> list[str]:
+    """Why the run answered nothing, for whoever started it: each cell whose framework baseline is not installed in
+    its environment (the cell, its nox session, its toolchain, and how to add the package), and a run that ran jobs
+    on a host yet reached no verdict (correctness-only rows, of a backend whose timings would mean nothing here, are
+    not meant to reach one). [] when the run judged what it ran."""
+    import json
+
+    from opmatrix.core import status
+
+    latest = {r.key(): r for r in ResultStore(folder, create=False).results()}.values()
+    baseline = matrix.acceptance.baseline
+    cells = {c.id: c for c in plan.plan_cells(matrix)}
+    missing: dict[str, Result] = {}
+    for r in latest:
+        if r.backend == baseline and r.status == status.NOT_INSTALLED:
+            missing.setdefault(r.cell, r)
+    out = [_not_installed(matrix, cells.get(cell), cell, r) for cell, r in sorted(missing.items())]
+    ran = [r for r in latest if r.status not in (status.NO_HOST, *status.BUILD_ONLY)]
+    meant = [r for r in ran if not (r.status == status.OK and not r.timer)]  # correctness-only rows are not
+    path = Path(folder) / VERDICTS_JSON
+    verdicts = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    judged = [v for v in verdicts if v["verdict"] not in (verdict_rules.NOT_JUDGED, verdict_rules.NOT_RUN)]
+    if meant and not judged:
+        why = sorted({v["reason"].splitlines()[0] for v in verdicts if v["verdict"] == verdict_rules.NOT_JUDGED})
+        out.append(f"no verdict: {len(ran)} job(s) ran on this run's hosts and nothing was judged ("
+                   + ("; ".join(why[:3]) if why else f"no row of the baseline {baseline} was timed")
+                   + f"); see {shown_path(Path(folder) / 'report.md')}")
+    return out
+
+
+def _not_installed(matrix, cell, cell_id: str, row: Result) -> str:
+    """A cell whose baseline package is not importable: where, and how to add it to the cell's environment."""
+    import re
+    import sys
+
+    reason = (row.error or "").strip().splitlines()
+    found = re.match(r"(\S+) (?:is not importable|failed to import)", reason[0]) if reason else None
+    package = found.group(1) if found else row.backend
+    where = f"cell {cell_id}" + (f" (nox session {cell.session}, toolchain {cell.toolchain.name!r})" if cell else "")
+    source = _display_path(str(matrix.source))
+    if cell is not None and cell.toolchain.system:
+        fix = (f"its toolchain has system = true, so it takes the packages of the interpreter opmatrix runs on: "
+               f"install {package} there ({sys.executable} -m pip install {package}), or pin it in [[toolchain]] "
+               f"{cell.toolchain.name!r} of {source}: "
+               f'packages = ["{package}==VERSION"]')
+    else:
+        name = cell.toolchain.name if cell else row.toolchain
+        fix = (f'add "{package}==VERSION" to packages of [[toolchain]] {name!r} in {source} (the cell\'s environment '
+               "is built again for the new packages)")
+    return (f"the baseline {row.backend} is not installed in the environment of {where}"
+            + (f": {reason[0]}" if reason else "") + f"; nothing there was judged: {fix}")
+
+
 def check_complete(store: ResultStore, planned: list[CellPlan], lost: list, deadline_s: float | None) -> None:
     """RowsMissing when rows were lost from results.jsonl during the session (they were restored), or when a
     planned job has no row though no deadline the user set stopped the run."""

@@ -1,0 +1,41 @@
+"""A run that judged nothing says so and exits 5 (issue 45): a framework baseline not installed in a cell's
+environment names the cell, its nox session and toolchain, and the package to add; a run whose jobs ran yet
+reached no verdict says that too. Real cells through `opmatrix run --no-ray` on the probe kernel."""
+import pytest
+
+from opmatrix import cli, docs_reference, paths
+from tests.helpers import probe_adapter, probe_matrix, write_plugins
+
+GOOD = "def build(w, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2)\n"
+NO_TORCH = ("from opmatrix.kit import Unavailable\n\ndef available():\n    raise Unavailable(\"torch is not importable in "
+            "this environment: No module named 'torch'\")\n")
+
+
+@pytest.mark.integration  # a real cell
+def test_a_baseline_not_installed_fails_the_run_naming_the_environment_and_the_fix(tmp_path, capsys):
+    write_plugins(tmp_path, "probe", {"torch": GOOD, "fast": GOOD}, probe_adapter())
+    (tmp_path / "backends" / "torch.py").write_text(NO_TORCH)
+    matrix = probe_matrix(tmp_path, "nobase", ["torch", "fast"], ["quick"], timeout_s=60, rep_ms=5)
+    code = cli.main(["run", str(matrix), "--no-ray", "--reports", str(tmp_path / "reports"), "--run-id", "nobase"])
+    err = capsys.readouterr().err
+    assert code == 5, err
+    assert "the baseline torch is not installed in the environment of cell cpu.host (nox session cell-cpu-host-" in err
+    assert "toolchain 'host'" in err and "No module named 'torch'" in err
+    assert "system = true" in err and 'packages = ["torch==VERSION"]' in err  # the fix for this toolchain
+    assert "no verdict: " in err and "exit 5: nothing was judged" in err
+
+
+@pytest.mark.integration  # a real cell
+def test_a_run_that_judged_what_it_ran_exits_0(tmp_path, capsys):
+    write_plugins(tmp_path, "probe", {"torch": GOOD, "fast": GOOD}, probe_adapter())
+    matrix = probe_matrix(tmp_path, "judged", ["torch", "fast"], ["quick"], timeout_s=60, rep_ms=5)
+    code = cli.main(["run", str(matrix), "--no-ray", "--reports", str(tmp_path / "reports"), "--run-id", "judged"])
+    err = capsys.readouterr().err
+    assert code == 0 and "no verdict" not in err and "not installed" not in err, err
+
+
+def test_exit_5_is_documented_in_the_readme_and_the_cli_reference():
+    readme = (paths.PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    assert "`5` no row failed, yet nothing was judged" in " ".join(readme.split())
+    assert "5 no row failed, yet the run judged nothing" in docs_reference.pages()["cli.md"]
+    assert cli.NOTHING_JUDGED == 5
