@@ -14,6 +14,7 @@ from types import ModuleType
 
 from opmatrix import matrix_workloads
 from opmatrix.incell import contents, contract, plugins
+from opmatrix.incell.phases import line_in
 from opmatrix.incell.plugins import PluginError
 from opmatrix.matrix import Exclude, Matrix, Problem, fail
 from opmatrix.matrix_checks import NO_VALUE, unknown
@@ -167,12 +168,17 @@ def _missing_folders(matrix: Matrix) -> list[Problem]:
 
 
 def _backend_problem(key: str, name: str, registry: plugins.Registry) -> list[Problem]:
-    """A named backend that cannot be used: offered twice (a clash), a broken entry point, or an entry point's file
-    that fails its contract when loaded (a backend file imports no framework at module level)."""
+    """A named backend that cannot be used: offered twice (a clash), a broken entry point, an entry point's file
+    that fails its contract when loaded (a backend file imports no framework at module level), or a shipped or
+    project adapter that does not parse or breaks its contract as read (contract.check_source)."""
     try:
         found = registry.backend(name)
         if found.origin not in (plugins.SHIPPED, plugins.PROJECT):  # an installed package's: checked before use
             plugins.load_backend(found.folder, name)
+        else:  # read, never imported here (an adapter may need the cell's packages): parse, constants, arity
+            why = contract.check_source(found.path, contract.BACKEND)
+            if why:
+                return [Problem(key, name, why)]
     except PluginError as exc:
         return [Problem(key, name, str(exc))]
     return []
@@ -186,6 +192,24 @@ def _backend_keys(matrix: Matrix) -> list[tuple[str, str]]:
     return keys
 
 
+def _import_failed(exc: Exception, path: Path) -> str:
+    """Why a spec failed to import, with its line and a fix that applies: a module that is not there (the planner
+    has no framework: a spec imports torch inside its hooks), a name a module does not have, or an error in the
+    spec's own code at module level."""
+    line = line_in(exc, path)
+    where = f"{path}:{line}" if line is not None else str(path)
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing and missing.split(".")[0] != "opmatrix":
+        fix = (f"the planner imports a spec without the cells' packages, so a spec imports no framework at module "
+               f"level: import {missing.split('.')[0]} inside make_inputs, make_output and reference (or, if "
+               f"{missing!r} is a typo, fix that line)")
+    elif isinstance(exc, ImportError):
+        fix = "that module has no such name: fix the name on that line"
+    else:
+        fix = "the spec's module-level code raised: fix that line"
+    return f"{where}: failed to import ({type(exc).__name__}: {exc}); {fix}"
+
+
 def _read_spec(kernels_dir: Path, name: str) -> KernelInfo:
     path = kernels_dir / name / "spec.py"
     parsed = contract.check_source(path, contract.SPEC) if path.is_file() else ""
@@ -195,11 +219,8 @@ def _read_spec(kernels_dir: Path, name: str) -> KernelInfo:
         spec = plugins.load_spec(kernels_dir, name)
     except PluginError:
         raise
-    except ImportError as exc:
-        raise PluginError(f"{path} failed to import ({type(exc).__name__}: {exc}); a spec imports no framework "
-                          "at module level (import torch inside make_inputs, make_output and reference)") from None
     except Exception as exc:
-        raise PluginError(f"{path} failed to import ({type(exc).__name__}: {exc})") from None
+        raise PluginError(_import_failed(exc, path)) from None
     if not isinstance(spec.WORKLOADS, dict) or not spec.WORKLOADS:
         raise PluginError(f"{path}: WORKLOADS must be a non-empty dict of name -> shape")
     declared = getattr(spec, "DTYPES", None)
