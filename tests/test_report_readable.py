@@ -121,3 +121,12 @@ def test_the_tables_of_a_real_report_fit_a_pipe_and_a_terminals_width(tmp_path):
     df, verdicts = decided(store.consolidate(), store.manifest())
     report.print_terminal(df, narrow, verdicts)
     assert max(len(line) for line in _table_lines(narrow.file.getvalue())) <= 90
+
+
+def test_a_coverage_entrys_hover_text_cuts_a_long_reason_at_a_word():
+    from opmatrix.report.coverage import HOVER_CHARS, coverage_reasons
+
+    hover = "\n".join(text for row in coverage_reasons(_failed()) for text in row if text)
+    why = hover.split("compile_error (w float16): ")[1]
+    assert why.endswith("...") and LONG.startswith(why[:-3]) and LONG[len(why) - 3] == " "
+    assert len(why) <= HOVER_CHARS

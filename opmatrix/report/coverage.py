@@ -15,6 +15,7 @@ from collections import Counter
 
 from opmatrix.core import status
 from opmatrix.core.result import backend_label
+from opmatrix.core.text import shorten
 from opmatrix.report.table import Section, mixes_toolchains
 
 COVERAGE_NOTE = ("one entry per kernel x backend x device over all its workloads and dtypes; `no_host`: no host of "
@@ -24,6 +25,7 @@ COVERAGE_NOTE = ("one entry per kernel x backend x device over all its workloads
 PER_CELL_NOTE = "; a device that ran under several toolchains has one column per cell (`device.toolchain`)"
 NO_HOST_NOTE = "; a device no host of the run has is one line below the grid instead of a column of `no_host`"
 REASONS_SHOWN = 6
+HOVER_CHARS = 200  # a reason in a coverage entry's hover text, cut at a word with "..."
 
 
 def entry_text(statuses: list[str], timers: list[str]) -> str:
@@ -109,7 +111,7 @@ def _reasons(at: list[int], values: dict) -> str:
     for p in bad:
         error = values["error"][p]
         first = (error or "").strip().splitlines() if isinstance(error, str) else []
-        why = first[0][:200] if first else ""
+        why = shorten(first[0], HOVER_CHARS) if first else ""  # the whole of it: Not run, unsupported or failed
         seen.setdefault((values["status"][p], why), []).append(f"{values['workload'][p]} {values['dtype'][p]}")
     for (state, why), cases in list(seen.items())[:REASONS_SHOWN]:
         lines.append(f"{state} ({', '.join(cases[:3])}{', ...' if len(cases) > 3 else ''})" + (f": {why}" if why
