@@ -1,13 +1,15 @@
 """The contestants that try to win by doing less work than they claim, written into a test's own folder.
 
 Each is a backend of its own beside the honest baseline (`torch`) and an honest contestant (`honest`), in one CPU
-cell, on a small gemm + relu whose fp64 reference is informative (random inputs, about half the outputs positive).
+cell, on a small gemm + relu whose fp64 reference is informative (random inputs, about half the outputs positive),
+with two kinds of inputs as the shipped specs declare them (INPUT_KINDS): N(0, 1), and outlier channels x1e4 in a.
 These are the reward hacks kernel leaderboards had to close, and those that beat opmatrix's earlier judge (which lived
 in the contestant's process): lazy timed calls, output caches keyed by pointer or content, a cached or lazy
 returned tensor, writes to the inputs, answers right on only some calls, outputs of the wrong form, work finished by
 a thread after the call returned, patched clocks, a patched reference, predicted seeds, telling a checked call
 from a timed one (version counters, the NaN poison, the call stack, the first calls after a pause), more threads
-than the toolchain pins, one call doing a burst's work, and a thread taking the CPU from the others.
+than the toolchain pins, one call doing a burst's work, a thread taking the CPU from the others, and clamping its
+inputs (right on N(0, 1) inputs only).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 
 GEMM_SPEC = '''
 WORKLOADS = {"square_384": {"M": 384, "N": 384, "K": 384}, "square_4096": {"M": 4096, "N": 4096, "K": 4096}}
+INPUT_KINDS = ("normal", "outliers")  # outliers: 4 of a's columns (the activations' channels) x 1e4
 
 def describe(w): return f"{w['M']}x{w['N']}x{w['K']}"
 def flops(w): return 2.0 * w["M"] * w["N"] * w["K"]
@@ -31,6 +34,8 @@ def make_inputs(w, dtype, device, seed):
     import torch
     g = torch.Generator().manual_seed(seed)
     a, b = torch.randn(w["M"], w["K"], generator=g), torch.randn(w["K"], w["N"], generator=g)
+    if w.get("inputs") == "outliers":
+        a[:, torch.randperm(w["K"], generator=g)[:4]] *= 1e4
     return a.to(device), b.to(device)
 
 def make_output(w, dtype, device):
@@ -340,6 +345,28 @@ ADVERSARIES = {
                 torch.matmul(a[:, :k], b[:k], out=out)
                 out.relu_()
                 last[0] = time.monotonic()
+            return fn
+        """, {"mismatch"}),
+    # clamps its inputs to [-100, 100] (a guard against overflow, or the range of a narrower type): right on N(0, 1)
+    # inputs, wrong on the outlier channels the spec declares (the correctness trials hold every kind)
+    "clamps-inputs": ("""
+        def build(w, dtype, device, variant):
+            def fn(a, b, out):
+                torch.matmul(a.clamp(-100, 100), b.clamp(-100, 100), out=out)
+                out.relu_()
+            return fn
+        """, {"mismatch"}),
+    # computes for its first 8 calls (the correctness trials), then clamps: the timed calls it is checked on hold
+    # either kind, drawn in secret
+    "clamps-after-8": ("""
+        calls = [0]
+        def build(w, dtype, device, variant):
+            def fn(a, b, out):
+                calls[0] += 1
+                if calls[0] > 8:
+                    a, b = a.clamp(-100, 100), b.clamp(-100, 100)
+                torch.matmul(a, b, out=out)
+                out.relu_()
             return fn
         """, {"mismatch"}),
     # a thread started at build that burns a core for ever: while the others are timed it takes their time

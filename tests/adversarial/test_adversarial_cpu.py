@@ -73,6 +73,15 @@ def test_every_adversary_is_caught_and_never_adopted(run, backend):
                        and c["lo"] > verdict["threshold"] for c in verdict["candidates"]), verdict
 
 
+def test_a_contestant_that_clamps_its_inputs_is_caught_on_the_outlier_channels(run):
+    """The spec declares two kinds of inputs: the correctness trials hold both, and every round's contents mix them
+    in secret, so clamping after the trials is caught on a timed call too."""
+    _, by_backend, _ = run
+    trials, later = by_backend["clamps-inputs"], by_backend["clamps-after-8"]
+    assert trials["phase"] == "correctness" and "kind 'outliers'" in trials["error"], trials["error"][:500]
+    assert later["phase"] == "timing" and "kind 'outliers'" in later["error"], later["error"][:500]
+
+
 def test_the_honest_contestants_are_timed_with_every_check_passed(run):
     _, by_backend, verdicts = run
     for backend in ("torch", "honest"):
