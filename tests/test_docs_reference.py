@@ -126,3 +126,13 @@ def test_a_specs_dtypes_are_documented_where_its_other_names_are():
     assert "| `DTYPES` | constant: the dtype names the kernel is defined for" in docs_reference.pages()["plugins.md"]
     guide = (DOCS / "writing-kernels-and-backends.md").read_text(encoding="utf-8")
     assert "\nDTYPES = (" in guide.split("## A kernel")[1].split("## A backend adapter")[0]
+
+
+def test_a_specs_input_kinds_are_documented_where_its_other_names_are():
+    """INPUT_KINDS and NONFINITE_KINDS are read by the judge (and checked by plan): the reference and the guide say
+    so, and the guide says how make_inputs learns the kind."""
+    page = docs_reference.pages()["plugins.md"]
+    assert "| `INPUT_KINDS` | constant: the kinds of inputs make_inputs makes" in page
+    assert "| `NONFINITE_KINDS` | constant: the kinds of INPUT_KINDS whose inputs hold inf or NaN" in page
+    kernel = (DOCS / "writing-kernels-and-backends.md").read_text(encoding="utf-8").split("## A kernel")[1]
+    assert "\nINPUT_KINDS = (" in kernel and "\nNONFINITE_KINDS = (" in kernel and 'w.get("inputs", "normal")' in kernel

@@ -186,6 +186,14 @@ def test_a_spec_without_declared_dtypes_allows_the_generic_float_types(tmp_path,
                    "declares no DTYPES", "allowed: float16, bfloat16, float32, float64")
 
 
+def test_a_specs_input_kinds_are_checked_by_the_plan(tmp_path, write_matrix):
+    """INPUT_KINDS and NONFINITE_KINDS as the judge reads them (opmatrix.incell.contents.input_kinds): refused before
+    anything runs, naming the spec."""
+    probe_root(tmp_path, PROBE_SPEC + 'INPUT_KINDS = ("normal",)\nNONFINITE_KINDS = ("masked",)\n')
+    assert_refused(write_matrix(PROBE.format("float32")), "kernel[0].name", "probe",
+                   "NONFINITE_KINDS names 'masked', which INPUT_KINDS (normal) does not declare")
+
+
 def test_a_spec_that_fails_to_import_is_reported_on_its_kernel(tmp_path, write_matrix):
     probe_root(tmp_path, "import torch_that_is_not_here\n" + PROBE_SPEC)
     path = write_matrix(PROBE.format("float32"))
