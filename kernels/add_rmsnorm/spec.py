@@ -31,6 +31,16 @@ WORKLOADS = {
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
 DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
 
+# The inputs the judge draws (opmatrix.incell.contents), each call one kind, in secret. As in kernels/rmsnorm: an LLM's
+# residual stream carries a few hidden channels ~1e4 x the rest in every token (LLM.int8()'s outlier features; the
+# "massive activations" of Sun et al. 2024 live in the residual stream), and the sublayer output added to it does not.
+# `outliers`: the residual's _OUTLIER_CHANNELS channels, chosen by the seed, of magnitude _OUTLIER x [0.5, 1.5) and one
+# sign each; x and the rest N(0, 1). h (an output) stays within fp16 (|h| < 1.5e4 + |x|), every row's rms is the
+# outliers', so a kernel that clamps its inputs or sums squares in fp16 (1e8 > 65504) is wrong; rounding h to fp16
+# (spacing 8 at 1e4) moves the rms by at most u, which the 3 u of elementwise_tolerance already allows for.
+INPUT_KINDS = ("normal", "outliers")
+_OUTLIER, _OUTLIER_CHANNELS = 1e4, 4
+
 
 def describe(w: dict) -> str:
     return f"tokens={w['tokens']} hidden={w['hidden']}"
@@ -61,16 +71,22 @@ def elementwise_tolerance(dtype: str) -> tuple[float, float] | None:
 
 
 def make_inputs(w: dict, dtype: str, device: str, seed: int) -> tuple:
-    """Seeded x, residual ~ N(0, 1) and w ~ 1 + N(0, 0.1): never zeros, never all ones."""
+    """Seeded x, residual ~ N(0, 1) and w ~ 1 + N(0, 0.1): never zeros, never all ones; the residual with outlier
+    channels where w["inputs"] is "outliers" (INPUT_KINDS)."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
     dt = getattr(torch, dtype)
     shape = (w["tokens"], w["hidden"])
     x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dt)
-    residual = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dt)
+    residual = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
     weight = (1 + 0.1 * torch.randn(w["hidden"], generator=gen, device=device, dtype=torch.float32)).to(dt)
-    return x, residual, weight
+    if w.get("inputs", "normal") == "outliers":
+        channels = torch.randperm(w["hidden"], generator=gen, device=device)[:_OUTLIER_CHANNELS]
+        sign = torch.randint(0, 2, (len(channels),), generator=gen, device=device) * 2.0 - 1.0
+        magnitude = _OUTLIER * (0.5 + torch.rand(w["tokens"], len(channels), generator=gen, device=device))
+        residual[:, channels] = sign * magnitude
+    return x, residual.to(dt), weight
 
 
 def make_output(w: dict, dtype: str, device: str):

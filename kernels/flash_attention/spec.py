@@ -19,6 +19,17 @@ WORKLOADS = {
 TOLERANCE = {"float16": 3e-3, "bfloat16": 2e-2, "float32": 1e-4}
 DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
 
+# The inputs the judge draws (opmatrix.incell.contents), each call one kind, in secret. A trained LLM's attention
+# logits are not N(0, 1): without QK normalisation they grow to tens and beyond (attention logit growth, Dehghani et
+# al. 2023; the attention sinks of Xiao et al. 2023 draw nearly all of a row's weight), and the softmax is then nearly
+# one-hot. `large_logits`: q and k x _LARGE_QK, so the logits q.k / sqrt(d) are N(0, _LARGE_QK^4) = N(0, 25^2): a row's
+# largest is ~65 over 128 keys and ~85-90 over 4096-8192, past fp16's exp (exp(11) > 65504) everywhere and fp32's
+# (exp(88.7)) in many long rows, so a kernel must subtract the row's running maximum, as flash attention does; q and k
+# stay small numbers (|x| < ~25) in every dtype. No -inf masking: this operator takes no mask (causal masks inside the
+# kernel).
+INPUT_KINDS = ("normal", "large_logits")
+_LARGE_QK = 5.0
+
 
 def describe(w: dict) -> str:
     return (f"batch={w['batch']} heads={w['heads']} seq={w['seq']} head_dim={w['head_dim']}"
@@ -56,12 +67,14 @@ def softmax_scale(head_dim: int) -> float:
 
 
 def make_inputs(w: dict, dtype: str, device: str, seed: int) -> tuple:
+    """Seeded q, k, v ~ N(0, 1); q and k x _LARGE_QK where w["inputs"] is "large_logits" (INPUT_KINDS)."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
     shape = (w["batch"], w["heads"], w["seq"], w["head_dim"])
-    return tuple(torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(getattr(torch, dtype))
-                 for _ in range(3))
+    scale = _LARGE_QK if w.get("inputs", "normal") == "large_logits" else 1.0
+    return tuple((factor * torch.randn(shape, generator=gen, device=device, dtype=torch.float32)).to(
+        getattr(torch, dtype)) for factor in (scale, scale, 1.0))
 
 
 def make_output(w: dict, dtype: str, device: str):

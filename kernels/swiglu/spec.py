@@ -24,6 +24,16 @@ WORKLOADS = {
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
 DTYPES = tuple(TOLERANCE)  # the dtypes this kernel is defined for: a matrix may name only these
 
+# The inputs the judge draws (opmatrix.incell.contents), each call one kind, in secret. An LLM's MLP meets large
+# pre-activations in a few intermediate channels: the "massive activations" of Sun et al. 2024 (~1e3-1e4 in the
+# residual stream) are written by down_proj from this product, large where gate and up both are. `large`: 1 in
+# _LARGE_EVERY intermediate channels (at least one), chosen by the seed, have gate and up _LARGE x N(0, 2^2) (|gate|
+# up to ~150); the rest as `normal`. silu's exp then leaves fp16 (exp(11) > 65504) and, for |gate| > 88, fp32: a
+# kernel must compute it as the limit (silu(-100) ~ 0, silu(100) = 100), not inf / inf, and must not clamp its inputs.
+# The product stays within fp16 (|gate x up| <= ~2.5e4 at 5 sigma each).
+INPUT_KINDS = ("normal", "large")
+_LARGE, _LARGE_EVERY = 16.0, 32
+
 
 def describe(w: dict) -> str:
     return f"tokens={w['tokens']} intermediate={w['intermediate']}"
@@ -44,15 +54,21 @@ def tolerance(dtype: str) -> float:
 
 
 def make_inputs(w: dict, dtype: str, device: str, seed: int) -> tuple:
-    """Seeded gate, up ~ N(0, 2^2): the activation's curved region and both tails (never zeros)."""
+    """Seeded gate, up ~ N(0, 2^2): the activation's curved region and both tails (never zeros); with large channels
+    where w["inputs"] is "large" (INPUT_KINDS)."""
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
     dt = getattr(torch, dtype)
     shape = (w["tokens"], w["intermediate"])
-    gate = (2 * torch.randn(shape, generator=gen, device=device, dtype=torch.float32)).to(dt)
-    up = (2 * torch.randn(shape, generator=gen, device=device, dtype=torch.float32)).to(dt)
-    return gate, up
+    gate = 2 * torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+    up = 2 * torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+    if w.get("inputs", "normal") == "large":
+        count = max(1, w["intermediate"] // _LARGE_EVERY)
+        channels = torch.randperm(w["intermediate"], generator=gen, device=device)[:count]
+        gate[:, channels] *= _LARGE
+        up[:, channels] *= _LARGE
+    return gate.to(dt), up.to(dt)
 
 
 def make_output(w: dict, dtype: str, device: str):
