@@ -51,14 +51,20 @@ def tolerance(dtype: str) -> float:
     return TOLERANCE[dtype]
 
 
-def elementwise_tolerance(dtype: str) -> tuple[float, float] | None:
+def elementwise_tolerance(dtype: str) -> tuple[float, float]:
     """(atol in units of the row's rms, rtol) for the element-wise check (opmatrix.incell.correctness). A fused
     kernel rounds the softmax probabilities P to the input dtype before P @ V (the tensor cores take fp16/bf16): an
     error not proportional to the output element. On an H200 (SDPA flash, cuDNN, efficient; Triton; every GPU
     workload above, 3 seeds) it needed up to 2.6 u at rtol 2 u (u = 2^-11 fp16, 2^-8 bf16): atol 5 u keeps twice
-    that. fp32 rounds nothing to a narrower type: the default (None)."""
-    u = None if dtype == "float32" else UNIT_ROUNDOFF[dtype]
-    return (5 * u, 2 * u) if u else None
+    that (large_logits: 0.39 of it on an H100). fp32 rounds nothing to a narrower type, but its error grows with the
+    logits (an fp32 Q K^T is off by ~u32 x |q| |k|, and the softmax passes that on): on an H100 (torch 2.11, SDPA's
+    math, efficient and default paths, the three GPU workloads above, 2 seeds) N(0, 1) inputs needed up to 1.1e-5 x
+    rms_row at rtol 1e-5, large_logits 1.67e-4 (math; efficient 7.9e-5), past the default 5e-5: atol 3e-4 keeps 1.8x
+    that, and an fp32 kernel off by ~1e-2 on N(0, 1) inputs (the Triton `tuned` variant on that H100) still fails."""
+    if dtype == "float32":
+        return (3e-4, 1e-5)
+    u = UNIT_ROUNDOFF[dtype]
+    return (5 * u, 2 * u)
 
 
 def softmax_scale(head_dim: int) -> float:
