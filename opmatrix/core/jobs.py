@@ -99,6 +99,11 @@ DEFAULT_MIN_SPEEDUP = 1.05  # [acceptance] min_speedup: the gain a contestant mu
 
 
 VARYING_BUILDS = 2  # [run] builds = 0 (the default): builds of a contestant whose builds vary (Settings.builds_of)
+# A call shorter than this (ms) is launch-bound: its time is the process's own launch path (where the CPU sits, how
+# its interpreter and driver were laid out), drawn once per worker. Two identical H100 runs put rmsnorm decode
+# torch[llama] (~11 us) at 0.20x [0.15, 0.26] and 0.35x [0.31, 0.38] (reports/20261207-h100-decide-pair-a, -b): by
+# default such a contestant is timed in two workers, so its interval holds that draw.
+SHORT_CALL_MS = 0.02
 
 
 @dataclass(frozen=True)
@@ -128,8 +133,8 @@ class Settings:
 
     def builds_of(self, varies: bool) -> int:
         """How many builds a contestant gets: `builds` where the matrix sets it; by default (0) VARYING_BUILDS for
-        one whose builds vary (an autotuner's choice, torch.compile's generated code), so its interval carries that
-        variation, and one for the rest."""
+        one whose builds vary (an autotuner's choice, torch.compile's generated code, a launch-bound call's process:
+        SHORT_CALL_MS), so its interval carries that variation, and one for the rest."""
         return self.builds or (VARYING_BUILDS if varies else 1)
 
 

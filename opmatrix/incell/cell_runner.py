@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from opmatrix.core import metrics, status
-from opmatrix.core.jobs import CellPlan, DeviceInfo, JobSpec, Mode, baseline_job
+from opmatrix.core.jobs import SHORT_CALL_MS, CellPlan, DeviceInfo, JobSpec, Mode, baseline_job
 from opmatrix.core.keys import JobKey
 from opmatrix.core.result import Result
 from opmatrix.incell import compile_cache, entry
@@ -301,11 +301,14 @@ class CellRunner:
         return twin
 
     def _start_builds(self, first: Contestant) -> Result | None:
-        """[run] builds >= 2: build the job again, each time in a worker of its own with an empty cache, and keep
-        the builds ready to time beside the first. A further build that fails (wrong result, crash, hang, build
+        """More builds where Settings.builds_of gives them ([run] builds, or two of a contestant whose builds
+        vary): build the job again, each in a worker of its own with an empty cache, and keep the builds ready to
+        time beside the first. A further build that fails (wrong result, crash, hang, build
         error) fails the job: its row is that failure, the first build's worker is stopped. One that does not fit
         in device memory beside the others is left out, and the row says so."""
-        count = self.plan.settings.builds_of(first.builds_vary)
+        short = first.seat is not None and first.seat.estimate_ms is not None \
+            and first.seat.estimate_ms < SHORT_CALL_MS
+        count = self.plan.settings.builds_of(first.builds_vary or short)
         for n in range(2, count + 1):
             build = self._start(first.job, suffix=f"-build{n}")
             if isinstance(build, Contestant):
