@@ -8,7 +8,11 @@ VERDICT_NOTE = ("paired, interleaved timing: every contestant timed in the same 
                 "and its A/A twin; speed-ups are medians of per-round ratios with 95% intervals that cover the "
                 "variation between rounds and, where the run's A/A twins show one, between worker processes, "
                 "geometric mean over the target workloads; the threshold is max(acceptance.min_speedup, 1 + 2 x the "
-                "A/A noise floor); `gap`: the framework does not run correctly on that device")
+                "A/A noise floor); `gap`: the framework does not run correctly on that device; the regime: each call "
+                "launched on its own with inputs it never saw (on a GPU, L2 flushed before it), so a launch-bound "
+                "call's figure includes its launch, as in an eager model step; the performance tables' `graph` is the "
+                "same call replayed from a CUDA graph (calls under [run] cuda_graph_below_ms), the regime of a "
+                "captured decode step")
 
 
 def verdict_section(verdicts) -> Section:
