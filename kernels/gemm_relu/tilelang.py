@@ -252,7 +252,8 @@ def _require_ws(device, target, K, N, dtype) -> None:
 
 
 def compile_for(workload, dtype, device, variant):
-    """No host has the device: build the CUDA binary, or for AMD without hipcc lower to HIP source."""
+    """No host has the device: build the CUDA binary or the AMD code object (opmatrix.kit.amdgcn: v_mfma count,
+    registers), or where that compiler is missing lower to HIP source."""
     if variant == "cpu" or not device.is_gpu:
         raise Unsupported("the 'cpu' variant is the CPU's implementation; compile-only builds are for GPUs")
     M, N, K = workload["M"], workload["N"], workload["K"]

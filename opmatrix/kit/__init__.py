@@ -10,7 +10,8 @@
 - `ITEMSIZE[dtype]` (bytes per element, for a spec's `min_bytes`) and `UNIT_ROUNDOFF[dtype]` (the unit roundoff
   the element-wise check counts in, for a spec's `elementwise_tolerance`).
 
-Submodules, imported where used: `aot` (compile-only builds), `tune` (TileLang's autotuner, twice), `triton_rules`
+Submodules, imported where used: `aot` (compile-only builds), `amdgcn` (AMD code objects from HIP source by the
+distribution's LLVM, read back for a compiles row), `tune` (TileLang's autotuner, twice), `triton_rules`
 (the backend hooks of anything Triton compiles: Triton's adapter and Liger-Kernel's), `cutlass` (nvcc, CUTLASS
 headers, cached shared libraries), `inductor_isa` and `inductor_header` (torch.compile's probe of a CPU's vector
 ISAs and its precompiled C++ header, kept per host); for issue 31's contestants `cubin` (a cubin's arch and

@@ -15,7 +15,7 @@ import logging
 import shutil
 
 from opmatrix.incell.plugins import Compiled, Unsupported
-from opmatrix.kit import ptxas, scoped_env
+from opmatrix.kit import amdgcn, ptxas, scoped_env
 
 FLOAT_ARGS = ("eps", "scale")  # scalar kernel arguments passed as Python floats (rmsnorm's eps, attention's scale)
 
@@ -88,26 +88,47 @@ _HOPPER_FEATURES = (("TMA loads", "tl::tma_load("), ("TMA stores", "tl::tma_stor
 
 
 def tilelang_compile_for(func, device, config: dict, pass_configs: dict | None = None) -> Compiled:
-    """A binary where the device's compiler is here (nvcc; hipcc for AMD), else the device source (lowers).
-    `pass_configs` as the implementation's own build passes them (e.g. fast math)."""
+    """A binary where the device's compiler is here (nvcc; for AMD the distribution's clang, opmatrix.kit.amdgcn,
+    else hipcc), else the device source (lowers, saying what is missing). `pass_configs` as the implementation's own
+    build passes them (e.g. fast math)."""
     import tilelang
-    from tvm.target import Target
 
     target = tilelang_target(device)
     config = dict(config, target=target)
-    if device.vendor == "nvidia" or shutil.which("hipcc"):
-        with _tilelang_ptxas_report() as report:
-            source = str(tilelang.compile(func, target=target, execution_backend="tvm_ffi",
-                                          pass_configs=pass_configs).get_kernel_source())
-        mma = " using wgmma" if "wgmma" in source else ""
-        features = "".join(f", {name}" for name, marker in _HOPPER_FEATURES if marker in source)
-        arch = target.get("arch", target.get("mcpu"))
-        resources = ptxas.text(ptxas.resources("\n".join(report)))
-        return Compiled("compiles", f"{arch} binary{mma}{features}{resources} ({len(source)}-char source)", config)
-    with Target(target):
+    absent = amdgcn.missing() if device.vendor == "amd" else None
+    if device.vendor == "amd" and (absent is None or not shutil.which("hipcc")):
+        return _tilelang_code_object(func, device, target, config, pass_configs, absent)
+    with _tilelang_ptxas_report() as report:
+        source = str(tilelang.compile(func, target=target, execution_backend="tvm_ffi",
+                                      pass_configs=pass_configs).get_kernel_source())
+    mma = " using wgmma" if "wgmma" in source else ""
+    features = "".join(f", {name}" for name, marker in _HOPPER_FEATURES if marker in source)
+    arch = target.get("arch", target.get("mcpu"))
+    resources = ptxas.text(ptxas.resources("\n".join(report)))
+    return Compiled("compiles", f"{arch} binary{mma}{features}{resources} ({len(source)}-char source)", config)
+
+
+def _tilelang_code_object(func, device, target: dict, config: dict, pass_configs: dict | None,
+                          absent: str | None) -> Compiled:
+    """TileLang's HIP source for an AMD GPU, lowered as its own build lowers it, and compiled by opmatrix.kit.amdgcn
+    into a code object (compiles: its size, MFMA instructions and the compiler's resource report in the row and its
+    config), or, where `absent` names what this host lacks, the source alone (lowers, saying what is missing)."""
+    import tilelang
+    from tilelang.env import TILELANG_TEMPLATE_PATH
+    from tilelang.transform.pass_config import normalize_pass_configs
+    from tvm import transform
+    from tvm.target import Target
+
+    with transform.PassContext(opt_level=3, config=normalize_pass_configs(pass_configs)), Target(target):
         artifact = tilelang.lower(func, target=Target(target), enable_device_compile=False)
-    return Compiled("lowers", f"HIP source for {device.arch} ({len(str(artifact.kernel_source))} chars; "
-                    "no hipcc for a binary)", config)
+    source = str(artifact.kernel_source)
+    if absent:
+        return Compiled("lowers", f"HIP source for {device.arch} ({len(source)} chars); {absent}", config)
+    # TileLang launches its kernels with their shared memory as dynamic LDS, which the compiler's report leaves out
+    dynamic = max((int(f.attrs.get("dyn_shared_memory_buf", 0)) for f in artifact.device_mod.functions.values()
+                   if f.attrs is not None), default=0)
+    what, facts = amdgcn.build(source, device.arch, [TILELANG_TEMPLATE_PATH], lds_bytes=dynamic)
+    return Compiled("compiles", what, dict(config, **facts))
 
 
 @contextlib.contextmanager
