@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from opmatrix.core.acceptance import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP
 from opmatrix.core.keys import JobKey
 from opmatrix.core.result import Result
 
@@ -94,12 +95,9 @@ class ToolchainSpec:
 
 INSTALL_FIELDS = ("python", "system", "installer", "packages", "env", "find_links")  # ToolchainSpec.install_digest
 
-DEFAULT_BASELINE = "torch"  # [acceptance] baseline: the framework path; the one place this default is written
-DEFAULT_MIN_SPEEDUP = 1.05  # [acceptance] min_speedup: the gain a contestant must show; the one place it is written
-
 
 VARYING_BUILDS = 2  # [run] builds = 0 (the default): builds of a contestant whose builds vary (Settings.builds_of)
-# A call shorter than this (ms) is launch-bound: its time is the process's own launch path (where the CPU sits, how
+# A GPU call shorter than this (ms) is launch-bound: its time is the process's own launch path (where the CPU sits, how
 # its interpreter and driver were laid out), drawn once per worker. Two identical H100 runs put rmsnorm decode
 # torch[llama] (~11 us) at 0.20x [0.15, 0.26] and 0.35x [0.31, 0.38] (reports/20261207-h100-decide-pair-a, -b): by
 # default such a contestant is timed in two workers, so its interval holds that draw.

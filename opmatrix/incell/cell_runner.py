@@ -306,8 +306,9 @@ class CellRunner:
         time beside the first. A further build that fails (wrong result, crash, hang, build
         error) fails the job: its row is that failure, the first build's worker is stopped. One that does not fit
         in device memory beside the others is left out, and the row says so."""
-        short = first.seat is not None and first.seat.estimate_ms is not None \
-            and first.seat.estimate_ms < SHORT_CALL_MS
+        seat = first.seat  # a launch-bound GPU call: its time is its process's (SHORT_CALL_MS)
+        short = seat is not None and not seat.judge.is_cpu and seat.estimate_ms is not None \
+            and seat.estimate_ms < SHORT_CALL_MS
         count = self.plan.settings.builds_of(first.builds_vary or short)
         for n in range(2, count + 1):
             build = self._start(first.job, suffix=f"-build{n}")
