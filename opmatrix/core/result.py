@@ -81,6 +81,23 @@ class Result:
     cupti_ms: float | None = None
     cupti_diff_pct: float | None = None  # (crosscheck_events_ms - cupti_ms) / cupti_ms
     timing_notes: str = ""  # why an optional view (graph replay, CUPTI) is missing
+    # [run] profile = "ncu" (opmatrix.incell.gpu_tools): one call profiled by Nsight Compute after the rounds, in a
+    # process of its own; what the kernels of that call showed (opmatrix.incell.ncu_summary)
+    profile: str = ""  # "ncu: " and the summary in one line, or why there is none ("not run: no GPU in this cell")
+    ncu_kernels: int = 0  # kernel launches of one call
+    ncu_kernel_ms: float | None = None  # their durations, summed (GPU clocks not locked: --clock-control none)
+    ncu_sm_pct: float | None = None  # Compute (SM) throughput, % of peak, weighted by each kernel's duration
+    ncu_memory_pct: float | None = None  # Memory throughput (its busiest unit: DRAM, L2, L1), % of peak, likewise
+    ncu_dram_pct: float | None = None  # DRAM throughput, % of peak, likewise
+    ncu_occupancy_pct: float | None = None  # achieved occupancy, %, likewise
+    ncu_main_kernel: str = ""  # the longest kernel's name; the three below are its own
+    ncu_registers: float | None = None  # registers per thread
+    ncu_smem_bytes: float | None = None  # shared memory per block, static + dynamic
+    ncu_stall: str = ""  # its top stall reason (ncu's CPIStall rule) and that reason's share of the cycles
+    ncu_report: str = ""  # the full Nsight Compute report (.ncu-rep), relative to the run folder
+    # [run] sanitize = true: one call under compute-sanitizer memcheck, racecheck and initcheck, in processes of its
+    # own, every tensor its own cudaMalloc (opmatrix.incell.gpu_tools)
+    sanitizer: str = ""  # "clean: memcheck 0 errors, ...", "unsafe: ..." (the row is `unsafe`), or why not
     # what the judge (opmatrix.incell.judge) observed: every call got input contents of its own, none seen before
     input_sets: int = 0  # calls the row ran, correctness trials included: as many fresh input sets
     timed_checks: int = 0  # of those, the calls whose outputs the judge compared with their references (all passed)
