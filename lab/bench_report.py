@@ -36,6 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from opmatrix.core.acceptance import Acceptance  # noqa: E402
 from opmatrix.core.result import Result  # noqa: E402
 from opmatrix.manifest import RunManifest  # noqa: E402
 
@@ -116,7 +117,7 @@ def write_run(folder: Path, n: int, rounds: int, samples: int, compare: bool = F
                 Result.from_json(line)
             fh.write(line + "\n")
     manifest = RunManifest(run_id=RUN_ID, matrix="bench", planned_jobs=n, baseline="torch",
-                           acceptance={"baseline": "torch", "min_speedup": 1.05},
+                           acceptance=Acceptance("torch", 1.05),
                            lines_of_code={f"{k}/{b}": 50 for k in KERNELS for b, _ in BACKENDS},
                            compare=[list(TOOLCHAINS)] if compare else [])
     (folder / "run.json").write_text(manifest.to_json(), encoding="utf-8")
@@ -156,7 +157,7 @@ def stages(folder: Path) -> None:
     from rich.console import Console
 
     from opmatrix import report
-    from opmatrix.run import decided
+    from opmatrix.report.build import decided
     from opmatrix.store import ResultStore
 
     clock = [time.process_time()]

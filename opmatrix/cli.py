@@ -8,8 +8,7 @@ from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.core import status
-from opmatrix.core.errors import UsageError
-from opmatrix.core.jobs import DEFAULT_MIN_SPEEDUP
+from opmatrix.core.errors import RunExists, UsageError
 
 
 def _known_runs(reports: Path) -> str:
@@ -157,7 +156,7 @@ def _cmd_compare(args) -> int:
     reports = Path(args.reports)
     folders = [run_dir(r, reports) for r in args.runs]
     frames = [load_run(f) for f in folders]
-    min_speedup = float(_manifest(folders[-1]).acceptance.get("min_speedup", DEFAULT_MIN_SPEEDUP))
+    min_speedup = _manifest(folders[-1]).acceptance.min_speedup
     if args.baseline_device or args.candidate_device:
         comparisons = [_cross_host(args, frames, folders, min_speedup)]
     elif len(frames) == 1:
@@ -237,7 +236,7 @@ def _cmd_host_resources(args) -> int:
 def _cmd_report(args) -> int:
     from rich.console import Console
 
-    from opmatrix.run import finish
+    from opmatrix.report.build import finish
     from opmatrix.store import REPORT_HTML, RESULTS_JSONL, ResultStore, run_dir
 
     reports = Path(args.reports)
@@ -492,7 +491,6 @@ def _exit_code(exc: BaseException) -> int | None:
     from opmatrix.incell.plugins import PluginError
     from opmatrix.interrupts import Interrupted
     from opmatrix.matrix import MatrixError
-    from opmatrix.run import RunExists
     from opmatrix.scheduling.dispatch import SchedulerError
     from opmatrix.store import DiskFull, RowsMissing, RunLocked, StoreError
 

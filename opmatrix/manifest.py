@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any
+
+from opmatrix.core.acceptance import Acceptance
 
 
 @dataclass
@@ -34,8 +35,8 @@ class RunManifest:
     scheduler: str = ""
     cells: dict[str, int] = field(default_factory=dict)
     planned_jobs: int = 0
-    baseline: str = ""
-    acceptance: dict[str, Any] = field(default_factory=dict)
+    baseline: str = ""  # acceptance.baseline, written for readers of older run.json; read acceptance instead
+    acceptance: Acceptance = field(default_factory=Acceptance)  # the matrix's [acceptance]: a JSON object in run.json
     kernels_dir: str = ""  # where the kernels' implementation files were
     # "kernel/backend" -> lines of code of its implementation files when the run started (the verdicts' effort), so
     # that a stored run's report never depends on today's sources
@@ -46,7 +47,7 @@ class RunManifest:
     sessions: list[Session] = field(default_factory=list)
     cells_wall_s: float = 0.0
     reported_rows: int = 0  # the rows report.md and verdicts.json were last made from: a report never replaces them
-    # with fewer (opmatrix.run.finish)
+    # with fewer (opmatrix.report.build.finish)
 
     def ran_other_code(self, implementation: str, started_a: str, started_b: str) -> bool:
         """Did two rows of one implementation ("kernel/backend"), started at these times, run different sources:
@@ -71,4 +72,5 @@ class RunManifest:
         known = {f.name for f in dataclasses.fields(cls)}
         session_fields = {f.name for f in dataclasses.fields(Session)}
         sessions = [Session(**{k: v for k, v in s.items() if k in session_fields}) for s in data.get("sessions", [])]
-        return cls(**{k: v for k, v in data.items() if k in known and k != "sessions"}, sessions=sessions)
+        return cls(**{k: v for k, v in data.items() if k in known and k not in ("sessions", "acceptance")},
+                   sessions=sessions, acceptance=Acceptance.from_json(data.get("acceptance")))

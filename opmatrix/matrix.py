@@ -21,7 +21,9 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from opmatrix import matrix_checks as checks
 from opmatrix import matrix_workloads, paths
-from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP, Settings
+from opmatrix.core import acceptance as criteria
+from opmatrix.core.acceptance import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP
+from opmatrix.core.jobs import Settings
 from opmatrix.incell.plugins import Registry, discover
 from opmatrix.matrix_checks import EXCLUDE_KEYS, IDENT, NAME_MAX, NO_VALUE, Problem  # noqa: F401 (re-exported)
 
@@ -257,6 +259,10 @@ class Acceptance(_Model):
                                description="a backend must beat the baseline by this to be adopted")
     max_rel_err: float | None = Field(None, gt=0, allow_inf_nan=False, description="a ceiling on ||out - ref|| / "
                                       "||ref|| for adopting, beyond each kernel's own tolerance")
+
+    def record(self) -> criteria.Acceptance:
+        """The validated table as the record a run carries to its report (run.json, the verdicts, the comparisons)."""
+        return criteria.Acceptance(self.baseline, self.min_speedup, self.max_rel_err)
 
 
 class Matrix(_Model):

@@ -1,4 +1,4 @@
-"""`opmatrix run`: matrix file -> planned cells -> results stored as they arrive -> report.
+"""`opmatrix run`: matrix file -> planned cells -> results stored as they arrive -> report (opmatrix.report.build).
 
 The run folder is locked for the whole run. Ctrl-C or SIGTERM stops the run in order: no new job starts, the
 running ones are ended (their cell environments and workers with them), what finished is reported, and the run
@@ -8,41 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 import shutil
 import socket
 import time
 from pathlib import Path
 
-from opmatrix import paths, plan, report
-from opmatrix.interrupts import Interrupted, as_interrupts
+from opmatrix import paths, plan
 from opmatrix.cellenv import scratch
-from opmatrix.decide import effort, stats
-from opmatrix.decide import verdicts as verdict_rules
-from opmatrix.core.jobs import DEFAULT_MIN_SPEEDUP, CellPlan, baseline_job
+from opmatrix.core.errors import RunExists
+from opmatrix.core.jobs import CellPlan, baseline_job
 from opmatrix.core.result import Result
+from opmatrix.decide import effort
+from opmatrix.decide import verdicts as verdict_rules
+from opmatrix.interrupts import Interrupted, as_interrupts
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
+from opmatrix.report.build import finish, shown_path
 from opmatrix.scheduling.dispatch import SchedulerError
-from opmatrix.store import (COMPARISON, CUT, MANIFEST, REPORT_HTML, RESULTS_JSONL, SKIPPED, VERDICTS_JSON,
-                            DiskFull, ResultStore, RowsMissing, StoreError, known_runs)
+from opmatrix.store import CUT, MANIFEST, RESULTS_JSONL, VERDICTS_JSON, DiskFull, ResultStore, RowsMissing, known_runs
 
 DISK_FULL = "disk full"  # run.json's `interrupted` of a session stopped by a full disk (store.DiskFull)
-SKIPPED_SHOWN = 20  # damaged lines listed in the terminal; skipped.txt has them all
 MISSING_SHOWN = 10  # lost rows and missing jobs named in an error; the rest counted
-# OPMATRIX_HTML=0: `run` and `report` write no report.html / comparison.html (each costs a matplotlib import and
-# a second or two of charts); the Markdown, JSON and JUnit outputs are unchanged. The test suite sets it, except
-# for the tests of the pages themselves. `opmatrix compare --html` and `history --html` write theirs regardless.
-HTML_ENV = "OPMATRIX_HTML"
-
-
-def html_pages() -> bool:
-    return os.environ.get(HTML_ENV, "1") != "0"
-
-
-class RunExists(Exception):
-    """The run folder already holds results and --resume was not given, or --resume names no run."""
 
 
 def remaining(plans: list[CellPlan], stored: list[Result], redo: set[str]) -> list[CellPlan]:
@@ -87,77 +74,115 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     from rich.console import Console
 
     console = console or Console()
-    if run_id is not None:
-        paths.check_run_id(run_id)  # before anything is read or written: an id is one folder under reports_dir
-    matrix = load_matrix(matrix_path)
-    plan.check_plugins(matrix)
-    if resume and not _started(Path(reports_dir) / str(run_id)):
-        raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
-                        f"{', '.join(known_runs(reports_dir)) or 'none'}")
-    run_id = paths.check_run_id(run_id or paths.new_run_id(matrix.name))
-    store = ResultStore(Path(reports_dir) / run_id)
-    store.check_writable()  # a read-only or full reports folder is refused before anything runs
-    planned = [p.replace(rebuild=rebuild) for p in plan.cell_plans(matrix, run_id, Path(scratch_root))]
+    matrix, store, planned = _prepare(matrix_path, Path(reports_dir), run_id, Path(scratch_root), resume, rebuild)
     with store.lock():
-        if resume and (cut := store.repair_tail()):
-            console.print(f"{store.jsonl}: its last line was cut short by a crash ({len(cut)} characters, no row); "
-                          f"moved to {store.run_dir / CUT}, and its job runs again", highlight=False, markup=False,
-                          soft_wrap=True)
-        stored = store.results()
-        if stored and not resume:
-            raise RunExists(f"{store.run_dir} already holds {len(stored)} results: add --resume to continue it, "
-                            "or choose another --run-id")
+        stored = _stored_rows(store, resume, console)
         plans = session_plans(planned, stored if resume else None, redo, deadline_s)
-        shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
-        for i, included in enumerate(matrix.workload_files(), 1):  # the run folder holds the shapes it ran
-            shutil.copyfile(included, store.run_dir / f"workloads_from-{i}-{included.name}")
-        previous = store.read_manifest() if resume else None
-        manifest = new_manifest(matrix, run_id, planned, previous)
-        session = Session(started_at=_now(), jobs=sum(len(p.all_jobs()) for p in plans), deadline_s=deadline_s,
-                          sources_changed=edited_since_last_session(previous, manifest, console))
-        manifest.sessions.append(session)
-        interrupted = None
+        manifest, session = _open_session(matrix, store, planned, plans, resume, deadline_s, console)
         received: dict = {}  # the driver's own record of every row this session stored, by job key
-        store.reserve()
-        try:
-            with as_interrupts():
-                _schedule(scheduler or _default_scheduler(), plans, matrix, store, manifest, session, console,
-                          received)
-        except SchedulerError:
-            if not stored and not resume:  # the scheduler never started: leave no folder of a run that did not run
-                shutil.rmtree(store.run_dir, ignore_errors=True)
-            raise
-        except Interrupted as exc:
-            interrupted = exc
-            session.interrupted = exc.signal
-            console.print(f"{exc}: no new job started, running jobs ended; what finished is stored", highlight=False)
-        except DiskFull as exc:
-            interrupted = exc
-            session.interrupted = DISK_FULL
-            console.print(f"{exc}; running jobs ended", highlight=False, markup=False, soft_wrap=True)
-        finally:
-            store.release()  # the reserve, given back: room for run.json and the report
+        interrupted = _run_session(scheduler, plans, matrix, store, manifest, session, console, received,
+                                   fresh=not stored and not resume)
         if not keep_scratch:
             pruned = scratch.prune(planned, store.results())
-            console.print(scratch.describe(pruned, str(Path(scratch_root) / run_id)), highlight=False, markup=False,
-                          soft_wrap=True)
-        session.finished_at = manifest.finished_at = _now()
-        manifest.cells_wall_s = round(sum(s.cells_wall_s or 0 for s in manifest.sessions), 3)
-        lost = restore_lost(store, received)
-        try:
-            store.write_manifest(manifest)
-            folder = finish(store, console)
-        except OSError as exc:
-            if not isinstance(interrupted, DiskFull):
-                raise
-            console.print(f"the report was not written ({exc.strerror or exc}): free space, then `opmatrix report "
-                          f"{run_id}` writes it (or --resume continues the run)", highlight=False, markup=False,
-                          soft_wrap=True)
-            folder = store.run_dir
+            console.print(scratch.describe(pruned, str(Path(scratch_root) / manifest.run_id)), highlight=False,
+                          markup=False, soft_wrap=True)
+        lost, folder = _close_session(store, manifest, session, received, interrupted, console)
     if interrupted is not None:
         raise interrupted
     check_complete(store, planned, lost, session.deadline_s)
     return folder
+
+
+def _prepare(matrix_path: str | Path, reports_dir: Path, run_id: str | None, scratch_root: Path, resume: bool,
+             rebuild: bool) -> tuple:
+    """(matrix, store, planned cells) of a run, checked before anything is written: the run id, the matrix and its
+    plugins, the folder --resume continues, a writable reports folder."""
+    if run_id is not None:
+        paths.check_run_id(run_id)  # before anything is read or written: an id is one folder under reports_dir
+    matrix = load_matrix(matrix_path)
+    plan.check_plugins(matrix)
+    if resume and not _started(reports_dir / str(run_id)):
+        raise RunExists(f"--resume: no run {run_id!r} under {reports_dir} to continue; runs there: "
+                        f"{', '.join(known_runs(reports_dir)) or 'none'}")
+    run_id = paths.check_run_id(run_id or paths.new_run_id(matrix.name))
+    store = ResultStore(reports_dir / run_id)
+    store.check_writable()  # a read-only or full reports folder is refused before anything runs
+    planned = [p.replace(rebuild=rebuild) for p in plan.cell_plans(matrix, run_id, scratch_root)]
+    return matrix, store, planned
+
+
+def _stored_rows(store: ResultStore, resume: bool, console) -> list[Result]:
+    """The rows the (locked) run folder holds: on --resume after a last line cut short by a crash set aside; a
+    folder with rows is refused unless resumed."""
+    if resume and (cut := store.repair_tail()):
+        console.print(f"{store.jsonl}: its last line was cut short by a crash ({len(cut)} characters, no row); "
+                      f"moved to {store.run_dir / CUT}, and its job runs again", highlight=False, markup=False,
+                      soft_wrap=True)
+    stored = store.results()
+    if stored and not resume:
+        raise RunExists(f"{store.run_dir} already holds {len(stored)} results: add --resume to continue it, "
+                        "or choose another --run-id")
+    return stored
+
+
+def _open_session(matrix, store: ResultStore, planned: list[CellPlan], plans: list[CellPlan], resume: bool,
+                  deadline_s: float | None, console) -> tuple[RunManifest, Session]:
+    """The run folder's copy of the matrix and of the workloads files it reads, and the manifest (the previous
+    sessions' on --resume) with this session appended."""
+    shutil.copyfile(matrix.source, store.run_dir / "matrix.toml")
+    for i, included in enumerate(matrix.workload_files(), 1):  # the run folder holds the shapes it ran
+        shutil.copyfile(included, store.run_dir / f"workloads_from-{i}-{included.name}")
+    previous = store.read_manifest() if resume else None
+    manifest = new_manifest(matrix, store.run_dir.name, planned, previous)
+    session = Session(started_at=_now(), jobs=sum(len(p.all_jobs()) for p in plans), deadline_s=deadline_s,
+                      sources_changed=edited_since_last_session(previous, manifest, console))
+    manifest.sessions.append(session)
+    return manifest, session
+
+
+def _run_session(scheduler, plans: list[CellPlan], matrix, store: ResultStore, manifest: RunManifest,
+                 session: Session, console, received: dict, fresh: bool) -> Interrupted | DiskFull | None:
+    """This session's jobs scheduled, every row stored as it lands, within the store's reserve of space; the
+    Interrupted or DiskFull that stopped it (its report is still to be written), None when it ran to its end. A
+    scheduler that never started leaves no folder of a fresh run behind (fresh: no rows, no --resume)."""
+    store.reserve()
+    try:
+        with as_interrupts():
+            _schedule(scheduler or _default_scheduler(), plans, matrix, store, manifest, session, console, received)
+    except SchedulerError:
+        if fresh:  # the scheduler never started: leave no folder of a run that did not run
+            shutil.rmtree(store.run_dir, ignore_errors=True)
+        raise
+    except Interrupted as exc:
+        session.interrupted = exc.signal
+        console.print(f"{exc}: no new job started, running jobs ended; what finished is stored", highlight=False)
+        return exc
+    except DiskFull as exc:
+        session.interrupted = DISK_FULL
+        console.print(f"{exc}; running jobs ended", highlight=False, markup=False, soft_wrap=True)
+        return exc
+    finally:
+        store.release()  # the reserve, given back: room for run.json and the report
+    return None
+
+
+def _close_session(store: ResultStore, manifest: RunManifest, session: Session, received: dict,
+                   interrupted: Exception | None, console) -> tuple[list, Path]:
+    """The session's end in run.json, rows lost from results.jsonl restored, the report written (after a full disk,
+    said not to be if it does not fit): (the lost rows' keys, the run folder)."""
+    session.finished_at = manifest.finished_at = _now()
+    manifest.cells_wall_s = round(sum(s.cells_wall_s or 0 for s in manifest.sessions), 3)
+    lost = restore_lost(store, received)
+    try:
+        store.write_manifest(manifest)
+        return lost, finish(store, console)
+    except OSError as exc:
+        if not isinstance(interrupted, DiskFull):
+            raise
+        console.print(f"the report was not written ({exc.strerror or exc}): free space, then `opmatrix report "
+                      f"{manifest.run_id}` writes it (or --resume continues the run)", highlight=False, markup=False,
+                      soft_wrap=True)
+        return lost, store.run_dir
 
 
 def restore_lost(store: ResultStore, received: dict) -> list:
@@ -295,7 +320,7 @@ def new_manifest(matrix, run_id: str, planned: list[CellPlan], previous: RunMani
         description=matrix.description, devices={d.id: d.description for d in matrix.device if d.description},
         driver_host=socket.gethostname(), cells=_cell_jobs(planned),
         planned_jobs=sum(len(p.all_jobs()) for p in planned), baseline=matrix.acceptance.baseline,
-        acceptance=matrix.acceptance.model_dump(), kernels_dir=str(matrix.kernels_dir()),
+        acceptance=matrix.acceptance.record(), kernels_dir=str(matrix.kernels_dir()),
         compare=[[c.baseline, c.candidate] for c in matrix.compare], sessions=previous.sessions if previous else [],
         compare_hosts=[c.model_dump(exclude_none=True) for c in matrix.compare_hosts],
         lines_of_code=loc, sources=sources)
@@ -332,130 +357,9 @@ def _started(folder: Path) -> bool:
     return (folder / RESULTS_JSONL).is_file() or (folder / MANIFEST).is_file()
 
 
-def shown_path(path: Path) -> str:
-    """A file of the run as a message names it: from the working folder when it lies below it
-    (reports/<run>/report.md), else in full."""
-    path = Path(path).absolute()
-    cwd = Path.cwd()
-    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
-
-
 def _display_path(source: str) -> str:
     path = Path(source)
     return str(path.relative_to(paths.ROOT)) if path.is_relative_to(paths.ROOT) else source
-
-
-def finish(store: ResultStore, console, strict: bool = False) -> Path:
-    """Consolidate the store, write report.md and show the same tables; the one ending of `run` and `report`.
-    Lines of results.jsonl that are not valid rows are skipped and listed (terminal and skipped.txt); strict:
-    refuse with StoreError instead, before writing anything.
-    Paths and the matrix name are printed escaped: a folder named `[x]` is data, not rich markup."""
-    from rich.markup import escape
-
-    df = _consolidated(store, console, strict)
-    manifest = store.manifest()
-    if len(df) < manifest.reported_rows:
-        raise StoreError(f"{store.run_dir}: its report was made from {manifest.reported_rows} rows and "
-                         f"{store.jsonl.name} holds {len(df)} now: the report, verdicts.json and results.parquet are "
-                         "left as they are (rows lost since; restore results.jsonl, or delete run.json's "
-                         "reported_rows to report from what is left)")
-    df, verdicts = decided(df, manifest)
-    if verdicts is not None:
-        (store.run_dir / VERDICTS_JSON).write_text(verdict_rules.to_json(verdicts), encoding="utf-8")
-    path = report.write_markdown(df, manifest, store.run_dir / "report.md", verdicts)
-    page = report.write_html(df, manifest, store.run_dir / REPORT_HTML, verdicts) if html_pages() else None
-    report.print_terminal(df, console, verdicts, full_text=shown_path(path))
-    write_comparisons(df, manifest, store.run_dir, console)
-    if manifest.run_id and (store.run_dir / MANIFEST).is_file():
-        manifest.reported_rows = len(df)
-        store.write_manifest(manifest)
-    console.print(f"results: {escape(str(store.run_dir / 'results.parquet'))}\nreport:  {escape(str(path))}\n"
-                  f"page:    {escape(str(page)) if page else f'not written ({HTML_ENV}=0)'}", soft_wrap=True)
-    left = manifest.planned_jobs - len(df)
-    if left > 0:
-        resume = f"opmatrix run {manifest.matrix or 'MATRIX'} --run-id {manifest.run_id} --resume"
-        console.print(f"[yellow]{left} of {manifest.planned_jobs} planned jobs have no result yet "
-                      f"({stopped_by(manifest)}): continue with `{escape(resume)}`[/]", soft_wrap=True)
-    return store.run_dir
-
-
-def _consolidated(store: ResultStore, console, strict: bool):
-    """The store read once (results.jsonl: its skipped lines said, or refused under strict) and consolidated from
-    that reading; the rows as read are let go once the frame holds them."""
-    loaded = store.load()
-    skipped = loaded.skipped
-    if skipped and strict:
-        raise StoreError(f"{store.jsonl}: {len(skipped)} line(s) are not valid result rows, and --strict reports "
-                         "only from an undamaged store:\n" + "\n".join(f"  {s}" for s in skipped[:SKIPPED_SHOWN])
-                         + (f"\n  ... and {len(skipped) - SKIPPED_SHOWN} more" if len(skipped) > SKIPPED_SHOWN else ""))
-    _note_skipped(store, skipped, console)
-    return store.consolidate(loaded=loaded)
-
-
-def write_comparisons(df, manifest: RunManifest, folder: Path, console) -> list:
-    """A run of a matrix with [[compare]]: the upgrade verdicts (comparison.md / .json / .junit.xml / .html) and a
-    summary."""
-    from rich.markup import escape
-
-    from opmatrix.report.html.compare_page import write_compare_page
-    from opmatrix.upgrade import compare, cross_host
-
-    min_speedup = float(manifest.acceptance.get("min_speedup", DEFAULT_MIN_SPEEDUP))
-    comparisons = [compare.compare_paired(df, b, c, min_speedup, manifest.run_id, manifest)
-                   for b, c in compare.declared_pairs(manifest.compare, df)]
-    comparisons += cross_host.declared(df, manifest.compare_hosts, min_speedup, manifest.run_id, console)
-    if not comparisons:
-        return []
-    (folder / f"{COMPARISON}.json").write_text(compare.to_json(comparisons), encoding="utf-8")
-    (folder / f"{COMPARISON}.md").write_text(compare.markdown(comparisons), encoding="utf-8")
-    (folder / f"{COMPARISON}.junit.xml").write_text(compare.junit_xml(comparisons), encoding="utf-8")
-    if html_pages():
-        write_compare_page(comparisons, folder / f"{COMPARISON}.html", f"opmatrix compare: run {manifest.run_id}")
-    for c in comparisons:
-        console.print(f"upgrade {escape(c.baseline)} -> {escape(c.candidate)}: {c.verdict} "
-                      f"({', '.join(f'{n} {k}' for k, n in sorted(c.counts().items()))}); "
-                      f"{escape(str(folder / (COMPARISON + '.md')))}", soft_wrap=True)
-    return comparisons
-
-
-def decided(df, manifest: RunManifest):
-    """(rows with their paired statistics, verdicts) for a run timed in rounds; (rows, None) for one that was not."""
-    if not verdict_rules.has_pairs(df):
-        return df, None
-    df = stats.add_paired_columns(df)
-    if manifest.lines_of_code:
-        loc = effort.from_record(manifest.lines_of_code)
-    else:  # a run stored before run.json recorded them: today's sources
-        loc = effort.table(Path(manifest.kernels_dir or paths.BUILTIN_KERNELS), set(zip(df.kernel, df.backend)))
-    return df, verdict_rules.decide(df, manifest.acceptance, loc)
-
-
-def stopped_by(manifest: RunManifest) -> str:
-    """Why a run has jobs without a result: the signal that interrupted its last session, its deadline, or
-    neither."""
-    if manifest.interrupted:
-        return f"interrupted by {manifest.interrupted}"
-    if manifest.sessions and manifest.sessions[-1].deadline_s is not None:
-        return "stopped at the deadline"
-    return "no deadline was set: their rows never came or were lost"
-
-
-def _note_skipped(store: ResultStore, skipped: list[str], console) -> None:
-    """Say how many lines of results.jsonl the report leaves out and why, in the terminal and in skipped.txt beside
-    report.md (removed once the store reads clean, so it never outlives the damage it describes)."""
-    from rich.markup import escape
-
-    listing = store.run_dir / SKIPPED
-    if not skipped:
-        listing.unlink(missing_ok=True)
-        return
-    listing.write_text("".join(f"{line}\n" for line in skipped), encoding="utf-8")
-    console.print(f"[yellow]{len(skipped)} line(s) of {escape(str(store.jsonl))} skipped: not valid result rows "
-                  f"(all listed in {escape(str(listing))}); the report is built from the other rows[/]", soft_wrap=True)
-    for line in skipped[:SKIPPED_SHOWN]:
-        console.print(f"  {escape(line)}", highlight=False, soft_wrap=True)
-    if len(skipped) > SKIPPED_SHOWN:
-        console.print(f"  ... and {len(skipped) - SKIPPED_SHOWN} more", highlight=False)
 
 
 def _now() -> str:

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opmatrix import paths
+from opmatrix.core.acceptance import DEFAULT_BASELINE
 from opmatrix.core.keys import KEY_FIELDS
 from opmatrix.core.result import COLUMNS, NUMERIC, Result, RowError, backend_labels, checked_fields
 from opmatrix.core.text import visible_frame
 from opmatrix.manifest import RunManifest
-from opmatrix.matrix import DEFAULT_BASELINE
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_PARQUET = "results.parquet"
@@ -376,7 +376,7 @@ def load_all(reports_dir: Path = paths.REPORTS):
 
 
 def _baseline(manifest: RunManifest | None) -> str:
-    return (manifest.baseline if manifest else "") or DEFAULT_BASELINE
+    return manifest.acceptance.baseline if manifest else DEFAULT_BASELINE
 
 
 def _cannot_write(folder: Path, exc: OSError) -> str:

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-# `run` and `report` write no report.html / comparison.html in this suite (opmatrix.run.HTML_ENV: a matplotlib
-# import and a second or two of charts per run), except in the tests of the pages, which ask for `html_pages`.
+# `run` and `report` write no report.html / comparison.html in this suite (opmatrix.report.build.HTML_ENV: a
+# matplotlib import and a second or two of charts per run), except in the tests of the pages, which ask for
+# `html_pages`.
 # Set here, so every `opmatrix` subprocess inherits it; OPMATRIX_HTML=1 pytest ... writes them everywhere.
 os.environ.setdefault("OPMATRIX_HTML", "0")
 

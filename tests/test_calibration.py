@@ -11,6 +11,7 @@ import pytest
 
 from opmatrix import cli
 from opmatrix import plan as plan_mod
+from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.result import Result
 from opmatrix.decide import calibration, intervals, stats
 from opmatrix.decide.verdicts import ADOPT, EPSILON, decide
@@ -49,7 +50,7 @@ def test_planted_speedups_are_found_and_identical_contestants_are_not(record_pro
     found = {"ten": 0, "thirty": 0, "same": 0}
     for seed in seeds:
         (v,) = decide(add_speedup(frame(run_rows({"ten": 1.10, "thirty": 1.30, "same": 1.0}, seed)), "torch"),
-                      {"baseline": "torch", "min_speedup": 1.05})
+                      Acceptance("torch", 1.05))
         assert v.verdict == ADOPT  # thirty, at least
         for c in v.candidates:
             found[c.label] += c.lo > v.threshold + EPSILON

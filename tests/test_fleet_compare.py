@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.result import Result
 from opmatrix.store import ResultStore, RunManifest, frame
 from opmatrix.upgrade import compare, cross_host
@@ -104,7 +105,7 @@ def test_opmatrix_compare_judges_a_stored_fleet_run_across_hosts(tmp_path):
             host_rows(rng, "h200-canary", 1.0, 1.30):
         store.append(r)
     store.write_manifest(RunManifest(run_id="fleet", started_at="2026-12-02T03:00:00+00:00", baseline="torch",
-                                     acceptance={"min_speedup": 1.05}))
+                                     acceptance=Acceptance(min_speedup=1.05)))
 
     def compare_cli(*flags):
         return subprocess.run([sys.executable, "-m", "opmatrix", "compare", "fleet", "--reports", str(tmp_path),
@@ -126,10 +127,10 @@ def test_a_declared_compare_hosts_is_written_with_the_runs_comparisons(tmp_path)
     """A matrix's [[compare_hosts]] reaches the run's manifest and comparison.json / .md (opmatrix.run)."""
     from rich.console import Console
 
-    from opmatrix.run import write_comparisons
+    from opmatrix.report.build import write_comparisons
 
     df = fleet_run(0, 1.30)
-    manifest = RunManifest(run_id="fleet", acceptance={"min_speedup": 1.05}, compare_hosts=[
+    manifest = RunManifest(run_id="fleet", acceptance=Acceptance(min_speedup=1.05), compare_hosts=[
         {"baseline": "h200-stable", "candidate": "h200-canary", "host_aa": "h200-stable-b"},
         {"baseline": "h200-stable", "candidate": "h200-gone"}])
     console = Console(file=open(tmp_path / "console.txt", "w"), width=200)

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from opmatrix import cli, paths
+from opmatrix.report.build import decided
 from opmatrix.report.html import charts
 from opmatrix.report.html.run_page import run_page
-from opmatrix.run import decided
 from opmatrix.store import ResultStore, load_run
 from opmatrix.upgrade import history
 from tests.report_pages import EVIL_BACKEND, EVIL_ERROR, EVIL_FAILED, EVIL_KERNEL, RUN, Markup, hostile_run

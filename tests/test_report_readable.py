@@ -15,8 +15,9 @@ from opmatrix.core.text import shorten
 from opmatrix.manifest import RunManifest
 from opmatrix.matrix import load_matrix
 from opmatrix.progress import ProgressView
+from opmatrix.report.build import decided
 from opmatrix.report.html.run_page import run_page
-from opmatrix.run import decided, new_manifest
+from opmatrix.run import new_manifest
 from opmatrix.store import ResultStore
 from tests.helpers import probe_adapter, probe_matrix, report_frame, report_result, write_plugins
 

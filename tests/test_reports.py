@@ -8,7 +8,7 @@ import pytest
 
 from opmatrix import paths, report
 from opmatrix.decide import verdicts as verdict_rules
-from opmatrix.run import decided
+from opmatrix.report.build import decided
 from opmatrix.store import MANIFEST, RESULTS_JSONL, ResultStore
 
 RUNS = sorted(p for p in paths.REPORTS.iterdir() if (p / RESULTS_JSONL).is_file())

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from opmatrix import plan as plan_mod
+from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.result import Result
 from opmatrix.decide.verdicts import GAP, NOT_JUDGED, decide
 from opmatrix.incell.cell_runner import run_cell
@@ -52,7 +53,7 @@ def test_a_failing_spec_fails_its_groups_rows_as_its_own_fault_and_nothing_is_ju
     for r in rows:
         assert (r.status, r.phase) == ("env_error", "spec"), (r.status, r.phase, r.error)
         assert "kernels/probe/spec.py" in r.error and "the kernel's spec failed" in r.error, r.error
-    (v,) = decide(add_speedup(frame(rows), "torch"), {"baseline": "torch"})
+    (v,) = decide(add_speedup(frame(rows), "torch"), Acceptance("torch"))
     assert v.verdict == NOT_JUDGED and "spec" in v.reason and v.verdict != GAP
 
 
@@ -81,7 +82,7 @@ def test_a_run_that_did_not_measure_the_framework_leaves_the_deployment_to_the_l
         store = ResultStore(folder)
         for r in rows:
             store.append(r.__class__(**{**r.__dict__, "run_id": run_id, "torch": "2.13.0"}))
-        verdicts = decide(add_speedup(frame(rows), "torch"), {"baseline": "torch"})
+        verdicts = decide(add_speedup(frame(rows), "torch"), Acceptance("torch"))
         (folder / "run.json").write_text(json.dumps({"run_id": run_id, "started_at": started, "baseline": "torch"}))
         (folder / "verdicts.json").write_text(json.dumps([v.__dict__ | {"candidates": []} for v in verdicts]))
         return folder

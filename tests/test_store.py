@@ -126,7 +126,7 @@ def test_a_report_reads_results_jsonl_once(tmp_path, monkeypatch):
     from rich.console import Console
 
     from opmatrix import store as store_module
-    from opmatrix.run import finish
+    from opmatrix.report.build import finish
 
     store = ResultStore(tmp_path / "r1")
     for r in (row("torch", 2.0), row("triton", 1.0)):

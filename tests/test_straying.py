@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from opmatrix.core import straying
+from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.jobs import Settings
 from opmatrix.core.result import Result
 from opmatrix.decide import stats
@@ -118,12 +119,12 @@ def test_the_verdict_names_the_strayed_rounds_and_says_a_busy_machine_is_not_to_
         own = base / 0.5 * np.exp(rng.normal(0, 0.02, 12))
         own[3] = 400 * float(np.median(own))
         results += _group(own, base, twin, workload=w)
-    (v,) = decide(add_speedup(frame(results), "torch"), {"baseline": "torch", "min_speedup": 1.05})
+    (v,) = decide(add_speedup(frame(results), "torch"), Acceptance("torch", 1.05))
     assert v.verdict == KEEP and "rounds that strayed were left out (2 over 2 row(s))" in v.reason
     assert "not to be trusted" not in v.reason  # left out and timed again: said, not doubted
     for r in results:
         r.round_others_cores = [1.4] * 12  # other processes held 1.4 cores in every round
-    (v,) = decide(add_speedup(frame(results), "torch"), {"baseline": "torch", "min_speedup": 1.05})
+    (v,) = decide(add_speedup(frame(results), "torch"), Acceptance("torch", 1.05))
     assert "not to be trusted as it stands: a busy machine: other processes kept 1.4 cores busy" in v.reason
 
 

@@ -5,12 +5,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.result import Result
 from opmatrix.decide import stats
 from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_RUN, decide
 from opmatrix.store import add_speedup, frame
 
-ACCEPT = {"baseline": "torch", "min_speedup": 1.05}
+ACCEPT = Acceptance("torch", 1.05)
 
 
 def rows(contestants: dict[str, float], seed: int, rounds: int = 10, noise: float = 0.02, drift: float = 0.08,
@@ -72,7 +73,7 @@ def test_max_rel_err_is_a_correctness_ceiling():
     for r in results:
         if r.backend == "fast":
             r.rel_err = 5e-3
-    v = verdict_of(results, dict(ACCEPT, max_rel_err=1e-3))
+    v = verdict_of(results, dataclasses.replace(ACCEPT, max_rel_err=1e-3))
     assert v.verdict == KEEP and "max_rel_err" in v.candidates[0].why_not
 
 
@@ -202,11 +203,11 @@ def test_verdicts_json_does_not_change_with_the_last_bits_of_a_float():
 
 def test_a_threshold_the_a_a_floor_raised_says_so_in_the_reason():
     noisy = verdict_of(rows({"fast": 1.02}, seed=5, noise=0.05, drift=0.0))
-    assert noisy.threshold > ACCEPT["min_speedup"]
+    assert noisy.threshold > ACCEPT.min_speedup
     assert f"{noisy.threshold:.3f}x (min_speedup 1.05 raised to 1 + 2 x the A/A noise floor {noisy.aa_floor})" \
         in noisy.reason
     quiet = verdict_of(rows({"fast": 1.02}, seed=5, noise=0.002))
-    assert quiet.threshold == ACCEPT["min_speedup"] and "raised" not in quiet.reason
+    assert quiet.threshold == ACCEPT.min_speedup and "raised" not in quiet.reason
 
 
 def test_a_speed_up_far_below_one_keeps_its_digits():
@@ -277,7 +278,7 @@ def test_the_a_a_floor_is_the_baselines_over_all_its_rounds_not_a_contestant_tha
     v = verdict_of(left)
     floor = max(df[df.backend == "torch"].aa_hi.max() - 1, 1 - df[df.backend == "torch"].aa_lo.min())
     assert v.aa_floor == f"±{100 * floor:.1f}%"
-    assert v.threshold == max(ACCEPT["min_speedup"], 1 + 2 * floor)
+    assert v.threshold == max(ACCEPT.min_speedup, 1 + 2 * floor)
 
 
 def exact(speedups: dict[str, float], rounds: int = 12) -> list[Result]:

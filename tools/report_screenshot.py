@@ -19,7 +19,7 @@ WIDTH = 1280
 
 
 def render(run: Path, out: Path) -> Path:
-    from opmatrix.run import decided
+    from opmatrix.report.build import decided
     from opmatrix.report.html.run_page import write_run_page
     from opmatrix.store import ResultStore, load_run
 

@@ -4,3 +4,7 @@ class without importing the command line (opmatrix.cli catches them and exits 2)
 
 class UsageError(Exception):
     """Arguments that do not fit together, or a name that matches nothing: the message says what to do instead."""
+
+
+class RunExists(Exception):
+    """The run folder already holds results and --resume was not given, or --resume names no run."""

@@ -24,7 +24,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from opmatrix.core import status
-from opmatrix.core.jobs import DEFAULT_BASELINE, DEFAULT_MIN_SPEEDUP
+from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.result import backend_label, backend_labels, split_backend_label
 from opmatrix.decide import stats, trust
 from opmatrix.store import frame_rows
@@ -82,21 +82,18 @@ def has_pairs(df) -> bool:
     return "pairing" in df.columns and bool((df.pairing.fillna("") != "").any())
 
 
-def decide(df, acceptance: dict, loc: dict[tuple[str, str], int] | None = None) -> list[Verdict]:
+def decide(df, acceptance: Acceptance, loc: dict[tuple[str, str], int] | None = None) -> list[Verdict]:
     """Verdicts for every (kernel, device, toolchain) of a run's rows (df from the store, with or without the
     paired columns of stats.add_paired_columns)."""
     if "speedup" not in df.columns:
         df = stats.add_paired_columns(df)
     df = df[[c for c in READ if c in df.columns]]  # every selection below copies each column it carries
     df = df.assign(label=backend_labels(df))  # each row's backend[variant], named once for every candidate
-    baseline = acceptance.get("baseline", DEFAULT_BASELINE)
-    min_speedup = float(acceptance.get("min_speedup", DEFAULT_MIN_SPEEDUP))
-    max_rel_err = acceptance.get("max_rel_err")
     loc = loc or {}
     ports = portability(df)
     verdicts = []
     for (kernel, device, toolchain), g in df.groupby(["kernel", "device", "toolchain"], sort=True):
-        verdicts.append(_verdict(ports, g, kernel, device, toolchain, baseline, min_speedup, max_rel_err, loc))
+        verdicts.append(_verdict(ports, g, kernel, device, toolchain, acceptance, loc))
     return verdicts
 
 
@@ -109,7 +106,8 @@ def portability(df) -> dict[tuple[str, str], dict[str, str]]:
     return out
 
 
-def _verdict(ports, g, kernel, device, toolchain, baseline, min_speedup, max_rel_err, loc) -> Verdict:
+def _verdict(ports, g, kernel, device, toolchain, acceptance: Acceptance, loc) -> Verdict:
+    baseline, min_speedup = acceptance.baseline, acceptance.min_speedup
     targets = sorted(set(zip(g.workload.tolist(), g.dtype.tolist())))
     v = Verdict(kernel, device, toolchain, NOT_RUN, workloads=[f"{w} {d}" for w, d in targets])
     ran = g[~g.status.isin([status.NO_HOST, *status.BUILD_ONLY])]
@@ -123,7 +121,7 @@ def _verdict(ports, g, kernel, device, toolchain, baseline, min_speedup, max_rel
                if s == status.OK}
     missing = [f"{w} {d}" for w, d in targets if (w, d) not in base_ok]
     v.aa_floor, v.threshold = _threshold(ran, min_speedup)
-    v.candidates = [_candidate(ports, ran, kernel, label, targets, max_rel_err, loc)
+    v.candidates = [_candidate(ports, ran, kernel, label, targets, acceptance.max_rel_err, loc)
                     for label in _labels(ran, base)]
     if missing:
         return _gap(v, baseline, missing)

@@ -3,7 +3,8 @@ report.html (opmatrix.report.html: one self-contained page with charts).
 
 sections.py builds each section once from the results DataFrame; markdown.py and terminal.py render the same
 sections, each escaping what its format would otherwise misread; styles.py holds the one status colour table.
-Importing this package imports neither pandas, tabulate, rich nor matplotlib.
+build.py builds a run's whole report from its store (`finish`, `decided`): the ending of `opmatrix run` and
+`opmatrix report`. Importing this package imports neither pandas, tabulate, rich nor matplotlib.
 """
 from opmatrix.report.markdown import markdown, write_markdown
 from opmatrix.report.sections import sections

@@ -75,7 +75,7 @@ def deployments(run_dirs: list[Path], known_good: list | None = None, kernels=No
             support = SUPPORT.get(v["verdict"], "unsupported")
             use = v["choice"] if support.startswith("supported") else ""
             if v["verdict"] == INCONCLUSIVE:
-                use = manifest.baseline
+                use = manifest.acceptance.baseline
             imprint, text = versions.get((v["device"], v["toolchain"]), ("", ""))
             key = (v["kernel"], v["device"], imprint)
             labels.setdefault(key, set()).add(v["toolchain"])

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from opmatrix.core.acceptance import DEFAULT_BASELINE
 from opmatrix.core.errors import UsageError
-from opmatrix.core.jobs import DEFAULT_BASELINE
 from opmatrix.core.result import split_backend_label
 from opmatrix.store import VERDICTS_JSON, labelled, read_manifest
 from opmatrix.sites import registry
@@ -93,7 +93,7 @@ def micro_speedups(folder: Path, choices: list[Choice], model_workloads: dict[st
 
     df = stats.add_paired_columns(load_run(folder))
     manifest = read_manifest(folder)
-    baseline = (manifest.baseline if manifest else "") or DEFAULT_BASELINE
+    baseline = manifest.acceptance.baseline if manifest else DEFAULT_BASELINE
     kernels = {c.kernel for c in choices}
     device = pick_device(folder.name, set(df[df.kernel.isin(kernels)].device), dict(zip(df.device, df.vendor)),
                          device_vendor, run_device)

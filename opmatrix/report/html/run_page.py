@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from opmatrix.manifest import RunManifest
-from opmatrix.matrix import DEFAULT_BASELINE
 from opmatrix.report.html import charts
 from opmatrix.report.html.page import document, esc, figure, from_section, legend, nav, section
 from opmatrix.report.markdown import header
@@ -28,7 +27,7 @@ ROOFLINE_NOTE = ("each timed row at its arithmetic intensity (the kernel's FLOPs
 
 def run_page(df, manifest: RunManifest, verdicts=None) -> str:
     """The page of one run (the rows of its store, its manifest, its verdicts when timed in rounds)."""
-    baseline = manifest.baseline or DEFAULT_BASELINE
+    baseline = manifest.acceptance.baseline
     timed = timed_rows(df)
     built = sections(df, verdicts)  # the very sections report.md and the terminal show, built once
     by_title = {sec.title: sec for sec in built}
