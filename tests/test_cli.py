@@ -107,9 +107,10 @@ def test_resume_of_an_unknown_run_refuses_instead_of_starting_afresh(tmp_path, c
 
 def test_redo_needs_resume_and_defaults_to_lost_with_it(tmp_path, capsys):
     from opmatrix import cli
+    from opmatrix.commands.run import redo
 
     code = cli.main(["run", "--no-ray", "--reports", str(tmp_path), "--run-id", "r1", "--redo", "crashed"])
     assert code == 2 and "--redo crashed" in capsys.readouterr().err and not (tmp_path / "r1").exists()
-    assert cli._redo(cli.parser().parse_args(["run", "--resume", "--run-id", "r1"])) == {"lost"}
-    assert cli._redo(cli.parser().parse_args(["run", "--resume", "--run-id", "r1", "--redo", "lost,crashed"])) == {
+    assert redo(cli.parser().parse_args(["run", "--resume", "--run-id", "r1"])) == {"lost"}
+    assert redo(cli.parser().parse_args(["run", "--resume", "--run-id", "r1", "--redo", "lost,crashed"])) == {
         "lost", "crashed"}

@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 
 from opmatrix import cli, paths
+from opmatrix.commands import history as history_command
 from opmatrix.core.result import Result
 from opmatrix.manifest import RunManifest
 from opmatrix.store import ResultStore
 from opmatrix.upgrade import history
 from opmatrix.upgrade.history import (COLUMNS, FILTER_KEYS, HistoryError, append_run, change_points, known_good,
                                       read_history, trends)
-from opmatrix.commands.history_cli import add_history_parser
 
 NOISE = 0.02  # sd of log(time) night to night: 2 %
 VERSIONS = {"python": "3.12.3", "torch": "2.11.0", "triton": "3.6.0", "tilelang": "0.1.14", "driver": "580.159.04",
@@ -44,7 +44,7 @@ def write_run(reports: Path, run_id: str, started: str, rows: list[dict]) -> Pat
 
 def history_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opmatrix")
-    add_history_parser(p.add_subparsers(dest="command", required=True), cli._subcommand)
+    history_command.add_parser(p.add_subparsers(dest="command", required=True))
     return p
 
 

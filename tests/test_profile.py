@@ -12,9 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from opmatrix.cli import UsageError, _subcommand  # noqa: E402
+from opmatrix.cli import UsageError  # noqa: E402
+from opmatrix.commands import profile as profile_command  # noqa: E402
 from opmatrix.profile import ops, profiler, targets, workloads  # noqa: E402
-from opmatrix.profile.cli import JSON, MARKDOWN, TRACE, add_profile_parser  # noqa: E402
+from opmatrix.profile.output import JSON, MARKDOWN, TRACE  # noqa: E402
 
 LLAMA = "opmatrix.profile.targets:llama_step"
 SHARE_SUM_TOLERANCE = 1e-9  # the shares are parts of one sum: they add up to 1 up to rounding
@@ -22,7 +23,7 @@ SHARE_SUM_TOLERANCE = 1e-9  # the shares are parts of one sum: they add up to 1 
 
 def parse(*argv):
     parser = argparse.ArgumentParser(prog="opmatrix")
-    add_profile_parser(parser.add_subparsers(dest="command", required=True), _subcommand)
+    profile_command.add_parser(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(["profile", *argv])
 
 

@@ -2,26 +2,28 @@
 package at which the chosen row goes bad, each probe a paired run against the good version (opmatrix.upgrade.bisect
 decides what to probe, opmatrix.commands.bisect_probe runs a probe). Writes bisect.md, bisect.json and
 bisect.junit.xml into the bisection's folder (reports/<run-id>/, one run folder per probe inside it) and prints the
-Markdown (or the JSON). opmatrix.cli wires it in with `add_bisect_parser(sub, _subcommand)`."""
+Markdown (or the JSON)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from opmatrix import paths
 from opmatrix.commands import bisect_probe
+from opmatrix.commands.common import json_argument, reports_argument, run_id_argument, subcommand
+from opmatrix.core.errors import UsageError
 from opmatrix.upgrade import bisect, compare
 
 FILES = ("bisect.md", "bisect.json", "bisect.junit.xml")
 
 
-def add_bisect_parser(sub, subcommand) -> None:
+def add_parser(sub) -> None:
     b = subcommand(sub, "bisect", "find the first version of a package at which a (kernel, backend, workload, dtype) "
                    "breaks, loses correctness or slows beyond the threshold: each probe that version against the good "
                    "one, paired in the same rounds; a binary search, then a re-check of the answer's neighbours",
                    "  opmatrix bisect matrix/nightly-cpu.toml --package triton --good 3.6.0 --bad 3.9.0\n"
                    "  opmatrix bisect my.toml --package fakeblas --versions 1.0,1.2,1.5,1.7 --backend fb --json\n"
                    "  opmatrix bisect fleet.toml --toolchains stable,canary-1,canary-2 --kernel rmsnorm",
-                   run_bisect)
+                   handle)
     b.add_argument("matrix", help="matrix file whose device, toolchain and kernel the probes use")
     b.add_argument("--package", help="the package whose versions are bisected (with --toolchains: only a name for "
                    "the bisection)")
@@ -43,45 +45,24 @@ def add_bisect_parser(sub, subcommand) -> None:
     b.add_argument("--resolution", type=float, default=bisect.RESOLUTION, help="with time watched, the slowdown "
                    "a probe must be able to see to call a version good: a probe whose noise floor puts its threshold "
                    f"above 1 + this is unknown (default: {bisect.RESOLUTION:g})")
-    b.add_argument("--reports", default=str(paths.REPORTS), help="where the bisection's folder goes (default: "
-                   "reports/)")
-    b.add_argument("--run-id", help="the bisection's folder name (default: <UTC time>-bisect-<package>)")
+    reports_argument(b, "where the bisection's folder goes (default: reports/)")
+    run_id_argument(b, "<UTC time>-bisect-<package>", what="the bisection's folder name")
     b.add_argument("--address", help="run the probes on this Ray cluster (default: this host, without Ray)")
-    b.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    json_argument(b, "print JSON instead of Markdown")
     b.add_argument("--junit", metavar="FILE", help="also write the JUnit XML here (one test case per probe; a bad "
                    "version fails)")
 
 
-def run_bisect(args) -> int:
+def handle(args) -> int:
     from rich.console import Console
 
-    from opmatrix.core.errors import UsageError
     from opmatrix.matrix import load_matrix
     from opmatrix.plan import check_plugins
 
-    ways = [bool(args.versions), bool(args.good or args.bad), bool(args.toolchains)]
-    if sum(ways) != 1 or (ways[1] and not (args.good and args.bad)):
-        raise UsageError("name what to search, one way: --good V1 --bad V2 (the index's versions between them), "
-                         "--versions V1,V2,... (good first, bad last), or --toolchains T1,T2,... (the matrix's "
-                         "toolchains, good first, bad last)")
-    if not args.toolchains and not args.package:
-        raise UsageError("--package: name the package whose versions are searched (or search --toolchains)")
-    if not 0 < args.resolution <= 100:
-        raise UsageError(f"--resolution {args.resolution:g}: allowed: a fraction above 0 (0.3 for 30 %), at most 100")
-    watch = [w.strip() for w in args.watch.split(",") if w.strip()]
-    if not watch or set(watch) - set(compare.RISK_KINDS):
-        raise UsageError(f"--watch {args.watch}: allowed: comma-separated of {', '.join(compare.RISK_KINDS)}")
+    watch = _check(args)
     m = load_matrix(paths.matrix_file(args.matrix))
     check_plugins(m)
-    try:
-        steps = bisect_probe.named(m, args.toolchains) if args.toolchains else None
-        target = bisect_probe.choose_target(m, None if steps else args.package, args.device,
-                                            steps[0] if steps else args.toolchain, args.kernel, args.workload,
-                                            args.dtype, args.backend)
-        versions = steps or (bisect_probe.listed(args.versions) if args.versions else bisect_probe.between(
-            bisect_probe.available_versions(m, target, args.package), args.good, args.bad))
-    except bisect_probe.BisectError as exc:
-        raise UsageError(str(exc)) from None
+    target, versions = _search(m, args)
     package = None if args.toolchains else args.package  # None: each step is a toolchain of the matrix
     name = args.package or "toolchains"
     run_id = args.run_id or paths.new_run_id(f"bisect-{name}")
@@ -104,6 +85,37 @@ def run_bisect(args) -> int:
         Path(args.junit).write_text(bisect.junit_xml(result), encoding="utf-8")
     print(bisect.to_json(result) if args.json else bisect.markdown(result))
     return bisect.exit_code(result)
+
+
+def _check(args) -> list[str]:
+    """The flags checked against each other before the matrix is read; what makes a version bad (--watch)."""
+    ways = [bool(args.versions), bool(args.good or args.bad), bool(args.toolchains)]
+    if sum(ways) != 1 or (ways[1] and not (args.good and args.bad)):
+        raise UsageError("name what to search, one way: --good V1 --bad V2 (the index's versions between them), "
+                         "--versions V1,V2,... (good first, bad last), or --toolchains T1,T2,... (the matrix's "
+                         "toolchains, good first, bad last)")
+    if not args.toolchains and not args.package:
+        raise UsageError("--package: name the package whose versions are searched (or search --toolchains)")
+    if not 0 < args.resolution <= 100:
+        raise UsageError(f"--resolution {args.resolution:g}: allowed: a fraction above 0 (0.3 for 30 %), at most 100")
+    watch = [w.strip() for w in args.watch.split(",") if w.strip()]
+    if not watch or set(watch) - set(compare.RISK_KINDS):
+        raise UsageError(f"--watch {args.watch}: allowed: comma-separated of {', '.join(compare.RISK_KINDS)}")
+    return watch
+
+
+def _search(m, args) -> tuple[bisect_probe.Target, list[str]]:
+    """The row the bisection watches and the versions (or toolchains) it searches, good first, bad last."""
+    try:
+        steps = bisect_probe.named(m, args.toolchains) if args.toolchains else None
+        target = bisect_probe.choose_target(m, None if steps else args.package, args.device,
+                                            steps[0] if steps else args.toolchain, args.kernel, args.workload,
+                                            args.dtype, args.backend)
+        versions = steps or (bisect_probe.listed(args.versions) if args.versions else bisect_probe.between(
+            bisect_probe.available_versions(m, target, args.package), args.good, args.bad))
+    except bisect_probe.BisectError as exc:
+        raise UsageError(str(exc)) from None
+    return target, versions
 
 
 def write(result: bisect.Bisection, folder: Path) -> None:

@@ -1,6 +1,6 @@
-"""`opmatrix profile TARGET`: profile one model step, write reports/<run-id>/ (trace.json, profile.md, profile.json,
-and workloads.toml: the shapes the step called each kernel with, for a matrix's `workloads_from`) and print the
-kernel-group table.
+"""`opmatrix profile TARGET`: profile one model step (opmatrix.profile), write reports/<run-id>/ (trace.json,
+profile.md, profile.json, and workloads.toml: the shapes the step called each kernel with, for a matrix's
+`workloads_from`: opmatrix.profile.output) and print the kernel-group table.
 
 torch (and transformers for llama_step) are imported only when the command runs, so the rest of the command line
 works without them.
@@ -11,21 +11,21 @@ import importlib.util
 from pathlib import Path
 
 from opmatrix import paths
+from opmatrix.commands.common import RUNS_GO, json_argument, reports_argument, run_id_argument, subcommand
 from opmatrix.core.errors import UsageError
 from opmatrix.incell import plugins
 from opmatrix.profile import profiler, targets, workloads
+from opmatrix.profile.output import JSON, TRACE, print_terminal, write_reports
 
-TRACE, MARKDOWN, JSON = "trace.json", "profile.md", "profile.json"
 EXAMPLE = ("  opmatrix profile opmatrix.profile.targets:llama_step --preset tiny\n"
            "  opmatrix profile opmatrix.profile.targets:llama_step --preset gpu --steps 10 --run-id llama-h200\n"
            "  opmatrix profile path/to/my_step.py --device cuda --json")
 
 
-def add_profile_parser(sub, subcommand) -> None:
-    """The `profile` subcommand; `subcommand` is opmatrix.cli._subcommand."""
+def add_parser(sub) -> None:
     p = subcommand(sub, "profile", "profile one model step with torch.profiler: ops grouped by the kernel that would "
                    "replace them, each group's share of the step, Amdahl gains, and which are worth a custom kernel",
-                   EXAMPLE, cmd_profile)
+                   EXAMPLE, handle)
     p.add_argument("target", help="module:function returning a zero-argument step (opmatrix.profile.targets:"
                    "llama_step, opmatrix.profile.targets:block_step), or a path to a script defining step()")
     p.add_argument("--preset", help="the target's preset: tiny (CPU, seconds) or gpu (bf16, cuda) for the shipped "
@@ -36,12 +36,12 @@ def add_profile_parser(sub, subcommand) -> None:
                    f"{profiler.DEFAULT_WARMUP} warm-up steps (default: {profiler.DEFAULT_STEPS})")
     p.add_argument("--threshold", type=float, default=profiler.DEFAULT_THRESHOLD, help="a kernel group under this "
                    f"share of the step is not worth a custom kernel (default: {profiler.DEFAULT_THRESHOLD})")
-    p.add_argument("--reports", default=str(paths.REPORTS), help="where run folders go (default: reports/)")
-    p.add_argument("--run-id", help="name of the run folder (default: <UTC time>-profile-<target name>)")
-    p.add_argument("--json", action="store_true", help="print profile.json instead of the table")
+    reports_argument(p, RUNS_GO)
+    run_id_argument(p, "<UTC time>-profile-<target name>")
+    json_argument(p, "print profile.json instead of the table")
 
 
-def cmd_profile(args) -> int:
+def handle(args) -> int:
     _check_numbers(args)
     _check_torch(args.target)
     target = targets.load_target(args.target)
@@ -72,52 +72,3 @@ def _check_torch(spec: str) -> None:
     if importlib.util.find_spec("torch") is None:
         raise UsageError(f"target {spec}: opmatrix profile needs torch in this environment (pip install torch; "
                          "pip install opmatrix[model] for llama_step's transformers)")
-
-
-def write_reports(folder: Path, profile: profiler.Profile, seen: list[workloads.Seen],
-                  observed: workloads.Observed) -> None:
-    lines = workloads.summary(seen, observed) or ["none: the step called no model site a kernel replaces"]
-    (folder / MARKDOWN).write_text(profiler.markdown(profile) + f"\n## Workloads ({workloads.FILE})\n\n"
-                                   + "".join(f"- {line}\n" for line in lines), encoding="utf-8")
-    (folder / JSON).write_text(profiler.to_json(profile) + "\n", encoding="utf-8")
-    header = [f"Workloads of `opmatrix profile {profile.target}`:",
-              f"the shapes the step called each kernel with (one observed step; device {profile.device}, torch "
-              f"{profile.torch_version})."]
-    (folder / workloads.FILE).write_text(workloads.fragment(seen, observed, header, _vendor(profile.device)),
-                                         encoding="utf-8")
-
-
-def _vendor(device: str) -> str:
-    """The matrix vendor of the profiled device, for the example in workloads.toml."""
-    if not device.startswith("cuda"):
-        return "cpu"
-    import torch
-
-    return "amd" if getattr(torch.version, "hip", None) else "nvidia"
-
-
-def print_terminal(profile: profiler.Profile, folder: Path, seen: list[workloads.Seen], observed: workloads.Observed,
-                   console=None) -> None:
-    """The kernel-group table of profile.md, as a rich table, and where the files are."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from opmatrix.report.terminal import widen
-
-    console = console or Console()
-    widen(console)
-    for line in profiler.summary_lines(profile):
-        console.print(escape(line), highlight=False)
-    table = Table(title="Kernel groups (Amdahl: whole-step gain if the group ran k times faster)")
-    for header in profiler.HEADERS:
-        table.add_column(escape(header), overflow="fold")
-    for row in profiler.table_rows(profile):
-        style = "bold" if row[profiler.HEADERS.index("worth it?")] == profiler.WORTH else None
-        table.add_row(*map(escape, row), style=style)
-    console.print(table)
-    for line in workloads.summary(seen, observed):
-        console.print(escape(f"workload {line}"), highlight=False)
-    console.print(escape(f"wrote {folder / MARKDOWN}, {folder / JSON}, {folder / TRACE} (open in "
-                         f"chrome://tracing or ui.perfetto.dev), {folder / workloads.FILE} (a matrix's "
-                         "workloads_from)"), highlight=False)

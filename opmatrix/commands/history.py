@@ -1,14 +1,14 @@
 """`opmatrix history [FILTER ...]`: per series, its values over the nights of reports/history, the change points and
 what changed in the toolchain that night (Markdown, JSON with --json, or a trend page with --html); `opmatrix
-history append RUN ...` adds stored runs to the history. opmatrix.cli wires it in with
-`add_history_parser(sub, _subcommand)`."""
+history append RUN ...` adds stored runs to the history (opmatrix.upgrade.history)."""
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
 from pathlib import Path
 
-from opmatrix import paths
+from opmatrix.commands.common import json_argument, reports_argument, subcommand
+from opmatrix.core.errors import UsageError
 from opmatrix.core.result import split_backend_label
 from opmatrix.mdtable import row
 from opmatrix.upgrade import history
@@ -17,27 +17,26 @@ from opmatrix.upgrade.history import FILTER_KEYS, METRICS, Trend, short_night
 APPEND = "append"
 
 
-def add_history_parser(sub, subcommand) -> None:
-    """The `history` subcommand, made by opmatrix.cli._subcommand (one-line description, example)."""
+def add_parser(sub) -> None:
     h = subcommand(sub, "history", "per series (device, kernel, workload, dtype, backend, variant), its values over "
                    "the nightly runs in reports/history, the change points and what changed in the toolchain that "
                    "night; `history append RUN ...` adds stored runs",
                    "  opmatrix history append 20261130-h200-full nightly-20261201-030000\n"
                    "  opmatrix history kernel=gemm_relu backend=tilelang device=h200\n"
                    "  opmatrix history kernel=rmsnorm --metric speedup --json\n"
-                   "  opmatrix history device=h200 --html          # reports/history/trend.html", run_history)
+                   "  opmatrix history device=h200 --html          # reports/history/trend.html", handle)
     h.add_argument("words", nargs="*", metavar="FILTER", help=f"key=value, keys: {', '.join(FILTER_KEYS)} "
                    "(backend=tilelang[autotuned] also picks the variant); or `append RUN ...`")
     h.add_argument("--metric", default="median_ms", choices=METRICS, help="the value followed (default: median_ms)")
-    h.add_argument("--json", action="store_true", help="machine-readable output")
+    json_argument(h)
     h.add_argument("--history", default=str(history.HISTORY), help="the history folder (default: reports/history)")
-    h.add_argument("--reports", default=str(paths.REPORTS), help="where `append` finds run ids (default: reports/)")
+    reports_argument(h, "where `append` finds run ids (default: reports/)")
     h.add_argument("--html", nargs="?", const="", metavar="FILE", help="write the trends as one HTML page with a "
                    "chart per series, change points marked, and print its path (default FILE: trend.html in the "
                    "history folder)")
 
 
-def run_history(args) -> int:
+def handle(args) -> int:
     """`history append RUN ...` appends; anything else shows the trends the filters select."""
     if args.words[:1] == [APPEND]:
         return append(args.words[1:], Path(args.history), Path(args.reports))
@@ -45,7 +44,6 @@ def run_history(args) -> int:
 
 
 def append(runs: list[str], history_dir: Path, reports: Path) -> int:
-    from opmatrix.core.errors import UsageError
     from opmatrix.store import run_dir
 
     if not runs:
@@ -61,8 +59,6 @@ def append(runs: list[str], history_dir: Path, reports: Path) -> int:
 def show(filters: dict[str, str], history_dir: Path, metric: str, as_json: bool, html: str | None = None) -> int:
     """The trends the filters select, as Markdown or JSON on stdout, or (html not None) as a page whose path is
     printed: html names the file, "" means trend.html in the history folder."""
-    from opmatrix.core.errors import UsageError
-
     if not history_dir.is_dir():
         raise UsageError(f"no history folder {history_dir}: create it with `opmatrix history append RUN` (a run id "
                          "under reports/ or a run folder), once per stored run")
@@ -78,7 +74,6 @@ def show(filters: dict[str, str], history_dir: Path, metric: str, as_json: bool,
 
 
 def _write_page(found: list[Trend], metric: str, filters: dict[str, str], history_dir: Path, html: str) -> Path:
-    from opmatrix.core.errors import UsageError
     from opmatrix.report.html.trend_page import TREND_HTML, write_trend_page
 
     path = Path(html) if html else history_dir / TREND_HTML
@@ -91,7 +86,6 @@ def _write_page(found: list[Trend], metric: str, filters: dict[str, str], histor
 
 def parse_filters(words: list[str]) -> dict[str, str]:
     """key=value words as a dict; UsageError naming the valid keys for an unknown one."""
-    from opmatrix.core.errors import UsageError
 
     filters = {}
     for word in words:

@@ -1,30 +1,29 @@
 """`opmatrix calibration RUN ... [--pairs A:B ...] [--json]`: what the stored runs' intervals cover (A/A coverage,
-identical-run agreement; opmatrix.decide.calibration), recomputed from their rounds. opmatrix.cli wires it in with
-`add_calibration_parser(sub, _subcommand)`."""
+identical-run agreement; opmatrix.decide.calibration), recomputed from their rounds."""
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
 from pathlib import Path
 
-from opmatrix import paths
+from opmatrix.commands.common import json_argument, reports_argument, subcommand
+from opmatrix.core.errors import UsageError
 from opmatrix.decide import calibration
 
 
-def add_calibration_parser(sub, subcommand) -> None:
+def add_parser(sub) -> None:
     c = subcommand(sub, "calibration", "what the stored runs' intervals cover: the share of A/A twins' intervals "
                    "that contain 1.0, and for named pairs of identical runs the rows whose intervals overlap",
                    "  opmatrix calibration reports/*h200* --pairs 20261130-h200-decide-a:20261130-h200-decide-b\n"
-                   "  opmatrix calibration 20261130-cpu-default --json", run_calibration)
+                   "  opmatrix calibration 20261130-cpu-default --json", handle)
     c.add_argument("runs", nargs="+", metavar="RUN", help="run ids under --reports, or run folders")
     c.add_argument("--pairs", nargs="*", default=[], metavar="A:B", help="pairs of identical runs whose intervals "
                    "should overlap (run ids or folders; they need not be among RUN)")
-    c.add_argument("--json", action="store_true", help="machine-readable output")
-    c.add_argument("--reports", default=str(paths.REPORTS), help="where run ids are found (default: reports/)")
+    json_argument(c)
+    reports_argument(c, "where run ids are found (default: reports/)")
 
 
-def run_calibration(args) -> int:
-    from opmatrix.core.errors import UsageError
+def handle(args) -> int:
     from opmatrix.store import load_run, run_dir
 
     reports = Path(args.reports)
