@@ -28,8 +28,9 @@ LAYERS = (
                 "scheduling", "mdtable", "sites"}),
     ("decide", {"decide"}),
     ("upgrade", {"upgrade"}),
-    ("report", {"report", "progress"}),
-    ("commands", {"run", "cli", "commands", "profile", "validate", "docs_reference", "__main__"}),
+    ("report", {"report", "progress"}),  # report.build: a run's report from its store, for `run` and `report`
+    ("engine", {"run", "profile", "validate"}),  # a matrix run end to end; a model step profiled, kernels swapped in
+    ("commands", {"cli", "commands", "docs_reference", "__main__"}),  # the verbs, one module each, over the library
 )
 DECLARED = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
 
@@ -215,6 +216,24 @@ def test_known_exceptions_still_exist():
     """An exception whose import is gone must leave the list, so the list says what is still wrong."""
     present = {(imp.importer, imp.imported) for imp in graph()}
     assert [edge for edge in KNOWN if edge not in present] == []
+
+
+def test_a_run_report_is_built_by_the_report_layer_and_only_the_verbs_start_a_run():
+    """One home each: a run's report (finish, decided) is built in opmatrix.report.build, which `run`, `report` and
+    the tools reach without going through the run; opmatrix.run is the run itself, imported by verbs alone; every
+    subcommand is a module of opmatrix.commands."""
+    modules = _modules()
+    builders = sorted(f"{name}.{node.name}" for name, path in modules.items()
+                      for node in ast.parse(path.read_text(encoding="utf-8")).body
+                      if isinstance(node, ast.FunctionDef) and node.name in ("finish", "decided"))
+    assert builders == ["opmatrix.report.build.decided", "opmatrix.report.build.finish"]
+    importers = sorted({imp.importer for imp in graph() if imp.imported == "opmatrix.run"})
+    assert importers and all(top(name) == "commands" for name in importers), importers
+    from opmatrix import cli, docs_reference
+
+    assert {command.__name__.rpartition(".")[0] for command in cli.COMMANDS} == {"opmatrix.commands"}
+    verbs = [name for name, _ in docs_reference._subparsers(cli.parser())]
+    assert verbs == [command.__name__.rpartition(".")[2].replace("_", "-") for command in cli.COMMANDS]
 
 
 def test_the_checker_sees_lazy_imports_and_skips_type_only_ones(tmp_path):
