@@ -14,8 +14,8 @@ Numbers are drawn from a seeded generator, so the same arguments write the same 
 
 It prints the machine, the command, the rows, the size of results.jsonl, the wall time and the peak resident memory
 of the `opmatrix report` process (os.wait4's ru_maxrss). --stages then runs the stages of `opmatrix report`
-(run.finish) one after another in a process of their own and prints each one's CPU time (time.process_time) and the
-peak RSS after it. Figures go in docs/results.md, never in this file.
+(report.build.finish) one after another in a process of their own and prints each one's CPU time
+(time.process_time) and the peak RSS after it. Figures go in docs/results.md, never in this file.
 """
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def report(folder: Path, profile: Path | None) -> tuple[int, float, float, float
 
 
 def stages(folder: Path) -> None:
-    """The stages of run.finish, in its order, each timed (CPU) with the process's peak RSS after it."""
+    """The stages of report.build.finish, in its order, each timed (CPU) with the process's peak RSS after it."""
     import io
     import resource
 
@@ -181,7 +181,7 @@ def stages(folder: Path) -> None:
     done("`store.consolidate` (from that reading: frame, speed-ups, results.parquet)")
     manifest = store.manifest()
     df, verdicts = decided(df, manifest)
-    done("`run.decided` (`stats.add_paired_columns`, verdicts)")
+    done("`report.build.decided` (`stats.add_paired_columns`, verdicts)")
     report.sections(df, verdicts)
     done("every report section, built once")
     report.markdown(df, manifest, verdicts)

@@ -119,8 +119,8 @@ def test_resume_moves_a_cut_last_line_out_and_keeps_a_whole_row_without_its_newl
 
 
 def test_a_report_reads_results_jsonl_once(tmp_path, monkeypatch):
-    """`opmatrix report` (run.finish) reads the store in one pass: the skipped lines and the consolidated frame come
-    from the same reading."""
+    """`opmatrix report` (report.build.finish) reads the store in one pass: the skipped lines and the consolidated
+    frame come from the same reading."""
     import io
 
     from rich.console import Console
