@@ -226,8 +226,8 @@ class RunSettings(_Model):
                         "2 or more a speed-up's interval includes the variation between builds (an autotuner's "
                         "choice, generated code, buffer placement), which the rounds of one build cannot show; 0: "
                         "two builds of a contestant whose builds vary (its backend declares BUILDS_VARY, as "
-                        "torch.compile's does, its build was autotuned, or its call takes under 20 us: a launch-bound "
-                        "call's time is its process's), one of the others")
+                        "torch.compile's does, its build was autotuned, or its GPU call takes under 20 us: a "
+                        "launch-bound call's time is its process's), one of the others")
     build_cache: Literal["cold", "kept"] = Field(
         RUN_DEFAULTS.build_cache, description="timed jobs' compiler caches: \"cold\" compiles every job from an "
         "empty cache of its own, so compile_s is a first build's; \"kept\" keeps each job's caches between runs, "
