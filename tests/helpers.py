@@ -1,5 +1,8 @@
-"""Test helpers: probe kernels and plugin folders, matrices over them, and one job run through a worker process
-and the judge as the cell runner starts it."""
+"""Test helpers: probe kernels and plugin folders, matrices over them, one job run through a worker process and the
+judge as the cell runner starts it, the default matrix's shape run on this host, and a report's rows and a progress
+view's plans made without a run. Helpers of one group of test modules sit in modules of their own beside this one
+(helpers_ray.py, report_pages.py, bisect_project.py, contestants.py, model_ops.py, verdict_runs.py,
+gpu_tool_recordings.py): no test module imports another (tests/test_layering.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -7,6 +10,7 @@ import shutil
 import textwrap
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 from opmatrix import paths
 from opmatrix.core.jobs import (CellPlan, CellSpec, DeviceInfo, DeviceSpec, JobSpec, Mode, Settings, ToolchainSpec,
@@ -291,3 +295,14 @@ def report_frame(*results: Result):
     from opmatrix.store import add_speedup, frame
 
     return add_speedup(frame(list(results)), "torch")
+
+
+def progress_plan(cell: str, device: str, jobs: int) -> SimpleNamespace:
+    """What the progress view reads of a CellPlan: the cell, its device and how many jobs (its rival's too)."""
+    return SimpleNamespace(cell=SimpleNamespace(id=cell, device=SimpleNamespace(id=device)),
+                           all_jobs=lambda: [None] * jobs)
+
+
+def progress_plans() -> list[SimpleNamespace]:
+    """The plans of a run over REPORT_ROW's device and one more: h200.a (3 jobs) and mi300x.a (1 job)."""
+    return [progress_plan("h200.a", "h200", 3), progress_plan("mi300x.a", "mi300x", 1)]

@@ -2,7 +2,7 @@
 slowdown in four probes, and the search logic without runs: test_bisect.py; two files so that `--dist loadfile` runs
 their probes side by side): a range without a bad version says so after one probe, and a bisection over the
 matrix's named toolchains (a rollout's steps) finds the first bad step. Same local index of fakeblas wheels and
-project (the `project` fixture of test_bisect.py)."""
+project (tests/bisect_project.py; each file makes its own, once)."""
 import json
 import subprocess
 import sys
@@ -13,7 +13,13 @@ import pytest
 from opmatrix.commands import bisect_probe
 from opmatrix.matrix import load_matrix
 from opmatrix.upgrade.bisect import BAD, FOUND, GOOD, NONE_BAD, RECHECK
-from tests.test_bisect import bisect_cli, project  # noqa: F401 (project: the fixture)
+from tests.bisect_project import bisect_cli, fakeblas_project
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """(project root, local index): tests/bisect_project.py, made once for this module."""
+    return fakeblas_project(tmp_path_factory)
 
 
 @pytest.mark.integration

@@ -11,46 +11,14 @@ FlashInfer (~850 MB, ~170 s to install) is left to the committed run reports/202
 test_contestants_run.py reads from disk."""
 import re
 
-import pandas as pd
 import pytest
 
 from opmatrix import paths
 from opmatrix.incell import plugins
 from opmatrix.incell.plugins import Unsupported
-from opmatrix.run import run
-from opmatrix.scheduling.local import LocalScheduler
-from tests.test_contestants_kit import CPU, H200, MI300X
+from tests.contestants import CPU, H200, MI300X, by_key, run_layered
 
 pytestmark = pytest.mark.integration
-
-DEVICES = {
-    "cpu": '[[device]]\nid = "cpu"\nvendor = "cpu"\narch = "auto"\n',
-    "h200": '[[device]]\nid = "h200"\nvendor = "nvidia"\narch = "sm_90"\nname = "H200"\n',
-    "b200": '[[device]]\nid = "b200"\nvendor = "nvidia"\narch = "sm_100"\nname = "B200"\n',
-}
-
-
-def run_layered(tmp_path, name: str, devices: list[str], packages: list[str], kernels: dict,
-                extra: str = "") -> pd.DataFrame:
-    """One matrix: `devices`, one toolchain layering `packages` over this interpreter, `kernels` as
-    {kernel: (backends, {vendor: workload}, {vendor: dtype})}, then `extra` TOML (excludes); its rows."""
-    text = [f'name = "{name}"\nbackends = {sorted({b for k in kernels.values() for b in k[0]})!r}\n'
-            "[run]\ntimeout_s = 300\n", *(DEVICES[d] for d in devices),
-            f'[[toolchain]]\nname = "layered"\nsystem = true\npackages = {packages!r}\n']
-    for kernel, (backends, workloads, dtypes) in kernels.items():
-        text.append(f'[[kernel]]\nname = "{kernel}"\nbackends = {backends!r}\n'
-                    f"workloads = {{ {', '.join(f'{v} = [{w!r}]' for v, w in workloads.items())} }}\n"
-                    f"dtypes = {{ {', '.join(f'{v} = [{d!r}]' for v, d in dtypes.items())} }}\n".replace("'", '"'))
-    matrix = tmp_path / f"{name}.toml"
-    matrix.write_text("\n".join(text) + extra)
-    run_dir = run(matrix, reports_dir=tmp_path / "reports", run_id=name, scratch_root=tmp_path / "scratch",
-                  scheduler=LocalScheduler())
-    return pd.read_parquet(run_dir / "results.parquet")
-
-
-def by_key(df) -> dict:
-    return {(r.kernel, r.backend, r.device, r.variant): r for r in df.itertuples()}
-
 
 # the B200 builds our CuTe DSL flash attention alone (rmsnorm, gemm_relu and FA4 are read on the H200)
 CUTE_B200_FLASH_ONLY = """

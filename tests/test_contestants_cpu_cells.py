@@ -4,7 +4,7 @@ fp64 (correctness only, never timed), and the rows that cannot run say why. gemm
 out: no assertion reads it (its `default` row shows why Helion's gemm cannot run on the CPU)."""
 import pytest
 
-from tests.test_contestants_cells import by_key, run_layered
+from tests.contestants import by_key, run_layered
 
 pytestmark = pytest.mark.integration
 

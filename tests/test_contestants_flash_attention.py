@@ -13,8 +13,7 @@ import pytest
 from opmatrix import paths
 from opmatrix.incell import plugins
 from opmatrix.incell.plugins import Unsupported
-from tests.test_contestants_cells import by_key, run_layered
-from tests.test_contestants_kit import B200, CPU, H200, MI300X
+from tests.contestants import B200, CPU, H200, MI300X, by_key, run_layered
 
 
 def _impl(backend: str):

@@ -5,16 +5,10 @@ contestants whose packages this environment lacks run in real nox cells: test_co
 import pytest
 
 from opmatrix import paths
-from opmatrix.core.jobs import DeviceInfo
 from opmatrix.incell import plugins
 from opmatrix.incell.plugins import Unsupported
 from opmatrix.kit import cubin, nvidia
-
-H200 = DeviceInfo("h200", "nvidia", "sm_90", "H200")
-B200 = DeviceInfo("b200", "nvidia", "sm_100", "B200")
-A100 = DeviceInfo("a100", "nvidia", "sm_80", "A100")
-MI300X = DeviceInfo("mi300x", "amd", "gfx942", "MI300X")
-CPU = DeviceInfo("cpu", "cpu", "x86_64", "CPU")
+from tests.contestants import A100, B200, CPU, H200, MI300X
 
 
 def _triton_cubin(capability: int) -> bytes:

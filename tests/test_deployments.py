@@ -7,21 +7,8 @@ import json
 import pytest
 
 from opmatrix.cli import main
-from opmatrix.core.result import Result
 from opmatrix.upgrade.deployments import deployments, markdown, to_json
-from opmatrix.store import ResultStore
-
-
-def run_folder(root, run_id, started, verdicts, toolchain="host", triton="3.6.0"):
-    folder = root / run_id
-    store = ResultStore(folder)
-    store.append(Result(run_id=run_id, cell=f"h200.{toolchain}", device="h200", toolchain=toolchain, kernel="k",
-                        workload="w", dtype="float16", backend="torch", status="ok", torch="2.11.0", triton=triton,
-                        driver="580.159.04", runtime="cuda 13.0"))
-    (folder / "run.json").write_text(json.dumps({"run_id": run_id, "started_at": started, "finished_at": started,
-                                                 "baseline": "torch"}))
-    (folder / "verdicts.json").write_text(json.dumps(verdicts))
-    return folder
+from tests.verdict_runs import run_folder
 
 
 def verdict(device, kind, choice="", reason="why", toolchain="host", kernel="k"):

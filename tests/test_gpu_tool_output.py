@@ -4,21 +4,12 @@
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from opmatrix.core.result import Result
 from opmatrix.incell import ncu_summary, sanitizer
-
-DATA = Path(__file__).parent / "data" / "gpu_tools_h100"
-
-
-def recorded(name: str) -> tuple[str, int]:
-    """A recorded output and the exit code the capture script appended to it (its last line, `rc=N`)."""
-    text = (DATA / name).read_text()
-    body, _, code = text.rstrip("\n").rpartition("\nrc=")
-    return body + "\n", int(code)
+from tests.gpu_tool_recordings import DATA, recorded  # noqa: F401 (DATA: test_gpu_tools.py's import, until it moves)
 
 
 # -- Nsight Compute's CSV ------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The Llama decoder's memory-bound ops beside attention and the GEMMs (kernels/rope, kernels/swiglu,
-kernels/add_rmsnorm), through a real run on this CPU: one matrix, one cell environment, every backend's answer.
+kernels/add_rmsnorm), through a real run on this CPU: one matrix (tests/model_ops.py), one cell environment, every
+backend's answer.
 
 - torch and torch.compile are `ok` against the fp64 reference, timed;
 - Triton is `ok (correctness only)`: its interpreter checks the GPU kernel's arithmetic, its speed means nothing;
@@ -17,45 +18,9 @@ import pytest
 
 from opmatrix import paths
 from opmatrix.incell import plugins
-from opmatrix.run import run
-from opmatrix.scheduling.local import LocalScheduler
-from tests.helpers import CPU_DEVICE, DEFAULT_STYLE_DEVICES
+from tests.model_ops import CPU, KERNELS, run_model_ops
 
 pytestmark = pytest.mark.integration
-
-# One CPU-sized workload each (the ragged ones: sizes no block divides, so the masks are exercised)
-KERNELS = {"rope": "ragged_d96", "swiglu": "ragged_689", "add_rmsnorm": "ragged_700"}
-
-CPU, H200 = CPU_DEVICE, DEFAULT_STYLE_DEVICES["h200"]
-MATRIX = """
-name = "model-ops"
-backends = ["torch", "torch-compile", "tilelang", "triton"]
-[run]
-timeout_s = 300
-rep_ms = 20
-max_rounds = 10
-{devices}[[toolchain]]
-name = "host"
-system = true
-"""
-KERNEL = """
-[[kernel]]
-name = "{name}"
-workloads = {{ cpu = ["{workload}"], nvidia = ["llama_decode"] }}
-dtypes = {{ cpu = ["float32"], nvidia = ["bfloat16"] }}
-"""
-
-
-def run_model_ops(root, devices: str):
-    """The three kernels on the named devices (CPU and/or H200 text above); (run folder, rows by (kernel, device,
-    backend))."""
-    matrix = root / "model-ops.toml"
-    matrix.write_text(MATRIX.format(devices=devices)
-                      + "".join(KERNEL.format(name=k, workload=w) for k, w in KERNELS.items()))
-    run_dir = run(matrix, reports_dir=root / "reports", run_id="model-ops", scratch_root=root / "scratch",
-                  scheduler=LocalScheduler())
-    df = pd.read_parquet(run_dir / "results.parquet")
-    return run_dir, {(r.kernel, r.device, r.backend): r for r in df.itertuples()}
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ host here has: the Triton and TileLang kernels are built on this CPU host (`comp
 The same kernels' CPU rows: test_kernels_model_ops.py (apart so that `--dist loadfile` runs the two side by side)."""
 import pytest
 
-from tests.test_kernels_model_ops import H200, KERNELS, run_model_ops
+from tests.model_ops import H200, KERNELS, run_model_ops
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,9 @@ no cycle, between modules or between packages (opmatrix.<name>).
 The checkout is itself an example project: matrix/, kernels/, backends/, reports/, tests/, noxfile.py and
 pyproject.toml at its top level, the built-in kernels and backend adapters being its kernels/ and backends/ (the
 wheel maps them into the package: opmatrix.paths). Those plugin files are loaded by path, never imported by
-opmatrix/, and import from opmatrix only its plugin API, opmatrix.kit.
+opmatrix/, and import from opmatrix only its plugin API, opmatrix.kit. No module of tests/ imports a test module
+(tests/**/test_*.py): what test modules share lives in tests/conftest.py, tests/helpers.py and helper modules beside
+it.
 
 The graph is built with `ast` from every module under opmatrix/, lazy (function-level) imports included: a lazy
 import is still a dependency, it only moves the moment it is paid. Imports under `if TYPE_CHECKING:` are left out
@@ -276,3 +278,49 @@ def test_built_in_plugins_import_only_the_plugin_api_and_nothing_imports_them():
             importers += [f"{path.relative_to(paths.PACKAGE)}:{node.lineno}: {n}" for n in named
                           if n.split(".")[0] in ("kernels", "backends") or n.startswith("opmatrix.builtin")]
     assert not importers, f"plugin files are loaded by path (opmatrix.incell.plugins), never imported: {importers}"
+
+
+def _imported_test_modules(path: Path, root: Path) -> list[tuple[int, str]]:
+    """The test modules (a name test_* under tests/) that the file at `path`, under `root`, imports: (line, dotted
+    name), relative imports resolved against the file's own package. A name test_* imported from a module of tests/
+    counts too: if it is a function rather than a module, pytest would collect it a second time."""
+    package = path.parent.relative_to(root).parts
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name.split(".") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = list(package[:len(package) - node.level + 1]) if node.level else []
+            module = base + (node.module.split(".") if node.module else [])
+            names = [module] + [module + [alias.name] for alias in node.names]
+        else:
+            continue
+        found += [(node.lineno, ".".join(parts)) for parts in names
+                  if parts[:1] == ["tests"] and parts[-1].startswith("test_")]
+    return sorted(set(found))
+
+
+def test_no_module_of_the_tests_imports_a_test_module():
+    """Fixtures and helpers two test modules share live in tests/conftest.py, tests/helpers.py or a helper module
+    beside it whose name does not start with test_ (helpers_ray.py, report_pages.py, bisect_project.py, ...). A test
+    module imported by another ties the two: its module-level setup and fixtures come along, a test_* name imported
+    is collected again, and neither file can change or move alone."""
+    root = paths.CHECKOUT
+    broken = [f"{path.relative_to(root)}:{line}: imports {name}"
+              for path in sorted((root / "tests").rglob("*.py")) for line, name in _imported_test_modules(path, root)]
+    assert not broken, ("test modules import another test module (move what they share into tests/helpers.py or a "
+                        "helper module beside it):\n  " + "\n  ".join(broken))
+
+
+def test_the_test_module_check_sees_every_form_of_import(tmp_path):
+    (tmp_path / "tests" / "faults").mkdir(parents=True)
+    probe = tmp_path / "tests" / "faults" / "test_probe.py"
+    probe.write_text("import os\nimport tests.test_a\nfrom tests.test_b import x\nfrom tests import test_c, helpers\n"
+                     "from tests.faults.test_d import y\nfrom .test_e import z\nfrom . import test_f, harness\n"
+                     "from ..test_g import w\nfrom .. import test_h\nfrom tests.helpers import REPO\n"
+                     "from tests.faults.harness import EARLY\nfrom .harness import EARLY\nimport tests.helpers_ray\n"
+                     "def f():\n    from tests.adversarial.test_i import v\n", encoding="utf-8")
+    assert _imported_test_modules(probe, tmp_path) == [
+        (2, "tests.test_a"), (3, "tests.test_b"), (4, "tests.test_c"), (5, "tests.faults.test_d"),
+        (6, "tests.faults.test_e"), (7, "tests.faults.test_f"), (8, "tests.test_g"), (9, "tests.test_h"),
+        (15, "tests.adversarial.test_i")]

@@ -11,21 +11,20 @@ from opmatrix.core import status
 from opmatrix.manifest import RunManifest
 from opmatrix.progress import ProgressView
 from opmatrix.report.html import run_page
-from tests.test_report_sections import frame_of, result
-from tests.test_report_terminal import plans_as_objects
+from tests.helpers import progress_plans, report_frame, report_result
 
 
 def hostless_run():
     """h200 ran; mi300x has no host: every one of its rows is `no_host`; b200 has none either, but one backend
     built for it (`compiles`), so it keeps its column."""
-    rows = [result("a", "torch", median_ms=1.0), result("a", "triton", median_ms=0.5)]
+    rows = [report_result("torch", median_ms=1.0), report_result("triton", median_ms=0.5)]
     for backend in ("torch", "triton"):
         for w in ("w1", "w2", "w3"):
-            rows.append(result("a", backend, device="mi300x", workload=w, status=status.NO_HOST,
-                               error="no host has a mi300x", median_ms=None, rel_err=None, compile_s=None))
-        rows.append(result("a", backend, device="b200", status=status.COMPILES if backend == "triton" else
-                           status.NO_HOST, median_ms=None, rel_err=None, compile_s=None))
-    return frame_of(*rows)
+            rows.append(report_result(backend, device="mi300x", workload=w, status=status.NO_HOST,
+                                      error="no host has a mi300x", median_ms=None, rel_err=None, compile_s=None))
+        rows.append(report_result(backend, device="b200", status=status.COMPILES if backend == "triton" else
+                                  status.NO_HOST, median_ms=None, rel_err=None, compile_s=None))
+    return report_frame(*rows)
 
 
 def test_a_device_without_a_host_is_one_line_under_the_grid_not_a_column():
@@ -42,11 +41,10 @@ def test_a_device_without_a_host_is_one_line_under_the_grid_not_a_column():
 
 def test_the_progress_log_says_no_host_once_per_device():
     out = Console(file=io.StringIO())
-    with ProgressView(plans_as_objects(), out) as progress:
+    with ProgressView(progress_plans(), out) as progress:
         for _ in range(3):
-            progress.result(result("a", "torch", device="mi300x", status=status.NO_HOST,
-                                   median_ms=None))
-        progress.result(result("a", "triton", device="h200", median_ms=1.0))
+            progress.result(report_result("torch", device="mi300x", status=status.NO_HOST, median_ms=None))
+        progress.result(report_result("triton", device="h200", median_ms=1.0))
     lines = out.file.getvalue().splitlines()
     assert [line for line in lines if "mi300x" in line] == ["mi300x: 3 job(s) no_host (no host of this run has it; "
                                                             "each is a stored row)"]
@@ -62,9 +60,9 @@ def test_the_sections_of_a_frame_are_built_once_for_every_view():
 
 
 def test_a_speed_up_chart_of_many_cases_draws_their_spread(tmp_path):
-    rows = [result("a", backend, workload=f"w{i}", median_ms=ms) for i in range(run_page.CASES_DRAWN + 1)
+    rows = [report_result(backend, workload=f"w{i}", median_ms=ms) for i in range(run_page.CASES_DRAWN + 1)
             for backend, ms in (("torch", 1.0), ("triton", 0.5 + i / 100))]
-    df = frame_of(*rows)
+    df = report_frame(*rows)
     page = report.write_html(df, RunManifest(run_id="r"), tmp_path / "report.html").read_text()
     assert "over its 13 workload x dtype cases: the median of the cases" in page
     assert page.count("<svg") == 1  # one chart for the kernel (its rows have no rate: no roofline)
@@ -73,10 +71,10 @@ def test_a_speed_up_chart_of_many_cases_draws_their_spread(tmp_path):
 
 
 def test_the_roofline_places_a_bounded_number_of_rows(monkeypatch):
-    rows = [result("a", backend, workload=f"w{i}", median_ms=ms, tflops=1.0 / ms, flops=1e9, min_bytes=1e6 * (i + 1),
-                   ceiling_tflops=10.0, ceiling_gbps=100.0) for i in range(20) for backend, ms in (("torch", 1.0),
-                                                                                                    ("triton", 0.5))]
-    timed = run_page.timed_rows(frame_of(*rows))
+    rows = [report_result(backend, workload=f"w{i}", median_ms=ms, tflops=1.0 / ms, flops=1e9,
+                          min_bytes=1e6 * (i + 1), ceiling_tflops=10.0, ceiling_gbps=100.0)
+            for i in range(20) for backend, ms in (("torch", 1.0), ("triton", 0.5))]
+    timed = run_page.timed_rows(report_frame(*rows))
     assert len(run_page.roofline_points(timed)) == 40
     monkeypatch.setattr(run_page, "ROOFLINE_POINTS", 10)
     placed = run_page.roofline_points(timed)
@@ -88,7 +86,7 @@ def test_the_terminal_shows_the_first_rows_of_a_long_table_and_says_how_many_mor
     from opmatrix.report import terminal
 
     monkeypatch.setattr(terminal, "TERMINAL_ROWS", 3)
-    df = frame_of(*[result("a", "torch", workload=f"w{i}", median_ms=1.0) for i in range(5)])
+    df = report_frame(*[report_result("torch", workload=f"w{i}", median_ms=1.0) for i in range(5)])
     out = Console(file=io.StringIO(), width=300)
     report.print_terminal(df, out)
     text = out.file.getvalue()

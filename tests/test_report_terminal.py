@@ -2,7 +2,6 @@
 error texts holding rich markup cannot crash the output, logs get 120 columns (not rich's 80), and both views
 colour a status the same way."""
 import io
-from types import SimpleNamespace
 
 from rich.console import Console
 
@@ -10,7 +9,7 @@ from opmatrix import report
 from opmatrix.core import status
 from opmatrix.progress import ProgressView
 from opmatrix.report.styles import STATUS_STYLE
-from tests.test_report_sections import frame_of, result
+from tests.helpers import progress_plan, progress_plans, report_frame, report_result
 
 ERROR = "nvcc failed [/red] in [/usr/local/cuda/include/x.h]\nsecond line"
 
@@ -20,33 +19,23 @@ def console(**kwargs) -> Console:
 
 
 def marked_up_results():
-    return [result("a", "tilelang", variant="tuned", median_ms=1.0),
-            result("a", "triton", status="compile_error", error=ERROR, median_ms=None, rel_err=None),
-            result("a", "torch", median_ms=2.0)]
+    return [report_result("tilelang", variant="tuned", median_ms=1.0),
+            report_result("triton", status="compile_error", error=ERROR, median_ms=None, rel_err=None),
+            report_result("torch", median_ms=2.0)]
 
 
 def test_terminal_report_keeps_variants_and_survives_markup_in_errors(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)  # pytest-xdist's workers set 80
     out = console()  # not a terminal, 80 columns by default: a CI log, given 120 (terminal.PIPE_WIDTH)
-    report.print_terminal(frame_of(*marked_up_results()), out)
+    report.print_terminal(report_frame(*marked_up_results()), out)
     text = out.file.getvalue()
     assert "tilelang[tuned]" in text
     assert "nvcc failed [/red] in [/usr/local/cuda/include/x.h]" in text  # one row, not folded at 80 columns
     assert "[run]" in text  # our own notes mention `[run] cuda_graph_below_ms`: text too
 
 
-def plan(cell: str, device: str, jobs: int):
-    """What the progress view reads of a CellPlan: the cell, its device and how many jobs (its rival's too)."""
-    return SimpleNamespace(cell=SimpleNamespace(id=cell, device=SimpleNamespace(id=device)),
-                           all_jobs=lambda: [None] * jobs)
-
-
-def plans_as_objects():
-    return [plan("h200.a", "h200", 3), plan("mi300x.a", "mi300x", 1)]
-
-
 def test_progress_log_lines_print_labels_and_errors_as_text():
-    for plans in (plans_as_objects(),):
+    for plans in (progress_plans(),):
         out = console()
         with ProgressView(plans, out) as progress:
             progress.started("h200.a", "host [gpu 0]")
@@ -65,7 +54,7 @@ def test_progress_log_lines_print_labels_and_errors_as_text():
 
 def test_live_progress_shows_each_device_and_the_job_a_cell_is_on():
     out = console(force_terminal=True, width=200)
-    with ProgressView(plans_as_objects(), out) as progress:
+    with ProgressView(progress_plans(), out) as progress:
         progress.started("h200.a", "node [abc]")
         progress.result(marked_up_results()[0])
         progress.note("[/red] is not markup")
@@ -76,13 +65,13 @@ def test_live_progress_shows_each_device_and_the_job_a_cell_is_on():
 
 def test_every_status_has_one_style_used_by_both_views():
     assert set(STATUS_STYLE) == set(status.ALL)
-    compiles = result("a", "triton", status=status.COMPILES, median_ms=None, rel_err=None)
+    compiles = report_result("triton", status=status.COMPILES, median_ms=None, rel_err=None)
     colours = Console(file=io.StringIO(), color_system="standard", width=200)  # colours, but not a terminal
-    with ProgressView([plan("h200.a", "h200", 1)], colours) as progress:
+    with ProgressView([progress_plan("h200.a", "h200", 1)], colours) as progress:
         progress.result(compiles)
     progress_line = colours.file.getvalue()
     colours.file = io.StringIO()
-    report.print_terminal(frame_of(compiles), colours)
+    report.print_terminal(report_frame(compiles), colours)
     table = colours.file.getvalue()
     cyan = "\x1b[36mcompiles\x1b[0m"
     assert cyan in progress_line and cyan in table
@@ -90,7 +79,7 @@ def test_every_status_has_one_style_used_by_both_views():
 
 def test_a_narrow_tables_note_is_one_line_in_a_log():
     out = console()
-    report.print_terminal(frame_of(*marked_up_results()), out)
+    report.print_terminal(report_frame(*marked_up_results()), out)
     lines = out.file.getvalue().splitlines()
     # the coverage table is three columns wide; its note is a sentence of 300 characters
     assert any(line.startswith("one entry per kernel x backend x device over all its workloads and dtypes;")

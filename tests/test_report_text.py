@@ -18,8 +18,7 @@ from opmatrix.store import RESULTS_JSONL, RESULTS_PARQUET, load_run
 from opmatrix.report.html.page import esc, table
 from opmatrix.report.markdown import cell, inline
 from opmatrix.upgrade import compare
-from tests.test_report_sections import frame_of, result
-from tests.test_report_terminal import plans_as_objects
+from tests.helpers import progress_plans, report_frame, report_result
 
 HOSTILE = "\x1b[2J\x1b]0;pwned\x07 boom"
 SHOWN = r"\x1b[2J\x1b]0;pwned\x07 boom"
@@ -65,8 +64,8 @@ def test_a_row_stored_raw_before_is_made_safe_when_read():
 
 def test_a_results_parquet_written_raw_before_is_made_safe_by_load_run(tmp_path):
     """`opmatrix compare`, `history` and `deployments` read a consolidated run's results.parquet, not its rows."""
-    df = frame_of(result("a", "torch", median_ms=1.0), result("a", "triton", status="compile_error", error="x",
-                                                             median_ms=None, rel_err=None))
+    df = report_frame(report_result("torch", median_ms=1.0),
+                      report_result("triton", status="compile_error", error="x", median_ms=None, rel_err=None))
     df.loc[1, "error"] = HOSTILE  # as a parquet written before rows were made safe holds it
     (tmp_path / RESULTS_JSONL).write_text("")
     df.to_parquet(tmp_path / RESULTS_PARQUET, index=False)
@@ -75,10 +74,10 @@ def test_a_results_parquet_written_raw_before_is_made_safe_by_load_run(tmp_path)
 
 
 def hostile_frame():
-    return frame_of(result("a", "torch", median_ms=1.0),
-                    result("a", "triton", status="compile_error", error=HOSTILE + "\nsecond line", median_ms=None,
-                           rel_err=None),
-                    result("a", "tilelang\x1b[31m", median_ms=0.5))
+    return report_frame(report_result("torch", median_ms=1.0),
+                        report_result("triton", status="compile_error", error=HOSTILE + "\nsecond line",
+                                      median_ms=None, rel_err=None),
+                        report_result("tilelang\x1b[31m", median_ms=0.5))
 
 
 def test_terminal_report_markdown_and_html_show_the_text_written_out(tmp_path):
@@ -107,7 +106,7 @@ def test_progress_view_live_and_logged_shows_no_raw_sequence():
                  backend="triton", status="compile_error", error=HOSTILE)
     for forced in (False, True):
         out = Console(file=io.StringIO(), force_terminal=forced, width=200)
-        with ProgressView(plans_as_objects(), out) as progress:
+        with ProgressView(progress_plans(), out) as progress:
             progress.started("h200.a", "host\x1b]0;title\x07")
             progress.working("h200.a", "building \x1b[2J")
             progress.result(bad)

@@ -5,41 +5,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.result import Result
 from opmatrix.decide import stats
 from opmatrix.decide.verdicts import ADOPT, GAP, INCONCLUSIVE, KEEP, NOT_RUN, decide
 from opmatrix.store import add_speedup, frame
-
-ACCEPT = Acceptance("torch", 1.05)
-
-
-def rows(contestants: dict[str, float], seed: int, rounds: int = 10, noise: float = 0.02, drift: float = 0.08,
-         workloads=("w1", "w2"), status=None) -> list[Result]:
-    """One cell, one kernel: the baseline and contestants with true speed-ups `contestants` (name -> x)."""
-    rng = np.random.default_rng(seed)
-    status = status or {}
-    out = []
-    for w in workloads:
-        drifts = np.exp(rng.normal(0, drift, rounds))
-        base = list(1.0 * drifts * np.exp(rng.normal(0, noise, rounds)))
-        twin = list(1.0 * drifts * np.exp(rng.normal(0, noise, rounds)))
-        times = {"torch": base}
-        for name, speedup in contestants.items():
-            times[name] = list(drifts / speedup * np.exp(rng.normal(0, noise, rounds)))
-        for name, series in times.items():
-            state = status.get((name, w), "ok")
-            out.append(Result(run_id="r", cell="h200.host", device="h200", toolchain="host", kernel="k", workload=w,
-                              dtype="float16", backend=name, status=state, rel_err=0.0, pairing="interleaved",
-                              rounds=rounds, round_ms=series if state == "ok" else [],
-                              baseline_round_ms=[] if name == "torch" else base, aa_round_ms=twin,
-                              samples_ms=series, median_ms=float(np.median(series))))
-    return out
-
-
-def verdict_of(results, acceptance=ACCEPT):
-    (v,) = decide(add_speedup(frame(results), "torch"), acceptance)
-    return v
+from tests.verdict_runs import ACCEPT, rows, verdict_of
 
 
 @pytest.mark.parametrize("truth, expected", [({"fast": 1.30}, ADOPT), ({"same": 1.0}, KEEP)])
