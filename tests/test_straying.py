@@ -13,6 +13,7 @@ import pytest
 
 from opmatrix.core import straying
 from opmatrix.core.acceptance import Acceptance
+from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.jobs import Settings
 from opmatrix.core.result import Result
 from opmatrix.decide import stats
@@ -120,7 +121,7 @@ def test_the_verdict_names_the_strayed_rounds_and_says_a_busy_machine_is_not_to_
         own[3] = 400 * float(np.median(own))
         results += _group(own, base, twin, workload=w)
     (v,) = decide(add_speedup(frame(results), "torch"), Acceptance("torch", 1.05))
-    assert v.verdict == KEEP and "rounds that strayed were left out (2 over 2 row(s))" in v.reason
+    assert v.verdict == KEEP and "rounds that strayed were left out of the intervals (2 over 2 row(s))" in v.reason
     assert "not to be trusted" not in v.reason  # left out and timed again: said, not doubted
     for r in results:
         r.round_others_cores = [1.4] * 12  # other processes held 1.4 cores in every round
@@ -161,3 +162,19 @@ def test_an_autotuned_build_counts_as_one_that_varies():
 
     assert autotuned('{"block": 64, "tuning": {"seconds": [1.2], "stable": true}}')
     assert not autotuned('{"block": 64}') and not autotuned("") and not autotuned("not json")
+
+
+def test_a_throttled_gpu_puts_the_verdict_in_doubt_and_a_power_cap_does_not():
+    from opmatrix.decide import trust
+
+    results = []
+    rng = np.random.default_rng(2)
+    for w in ("w1", "w2"):
+        base = np.exp(rng.normal(0, 0.01, 12))
+        results += _group(base / 1.3, base, base * np.exp(rng.normal(0, 0.01, 12)), backend="fast", workload=w)
+    for events, doubted in (("SwPowerCap", False), ("HwThermalSlowdown,SwPowerCap", True)):
+        for r in results:
+            r.round_clock_events = [events] * 12
+        (v,) = decide(add_speedup(frame(results), "torch"), Acceptance("torch", 1.05))
+        assert ("not to be trusted as it stands: the GPU was slowed by heat" in v.reason) == doubted, v.reason
+    assert trust.THROTTLED_SHARE == 0.2

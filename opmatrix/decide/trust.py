@@ -5,8 +5,9 @@ verdict's rows were timed. Each caveat names its rows' worst figure and the rule
   times, but what is left is less sure), or other processes kept OTHERS_CORES cores busy in the median round;
 - strayed rounds (opmatrix.core.straying): left out of the intervals and timed again (said, not a doubt), or so
   many in a row that they were kept (a doubt: the row's rounds are not one distribution);
-- a GPU held below its clocks: the driver reported a power or thermal cap (telemetry.LIMITING) after a share of
-  the rounds.
+- a GPU slowed below its clocks by heat or a hardware brake (THROTTLED) after a share of a row's bursts. A power
+  cap (SwPowerCap) is not a doubt: a GPU under full load runs at its power limit in production too, every
+  contestant of a round meets it alike, and the report's measurement quality counts the rows it touched.
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import numpy as np
 
 BUSY_PCT = 5.0  # rows that waited this share (%) of their timed calls for a core: the machine was busy
 OTHERS_CORES = 0.5  # other processes kept this many cores busy in a row's median round: the machine was busy
-CAPPED_SHARE = 0.2  # a GPU under a power or thermal cap after this share of a row's bursts
-LIMITING = ("SwPowerCap", "HwSlowdown", "HwThermalSlowdown", "SwThermalSlowdown", "HwPowerBrakeSlowdown")
+THROTTLED_SHARE = 0.2  # a GPU slowed by heat or a hardware brake after this share of a row's bursts
+THROTTLED = ("HwSlowdown", "HwThermalSlowdown", "SwThermalSlowdown", "HwPowerBrakeSlowdown")
 
 READ = ["waited_pct", "round_others_cores", "strayed_rounds", "stray_note", "round_clock_events", "label"]
 
@@ -25,9 +26,18 @@ def caveats(ran) -> list[str]:
     return [text for text in (_waited(ran), _others(ran), _strays(ran), _capped(ran)) if text]
 
 
-def untrusted(texts: list[str]) -> bool:
-    """Does any caveat put the verdict in doubt (rather than only say what was done)?"""
-    return any(not t.startswith("rounds that strayed") for t in texts)
+def said(texts: list[str]) -> list[str]:
+    """The caveats that only say what was done (strayed rounds left out), not doubts."""
+    return [t for t in texts if t.startswith(LEFT_OUT)]
+
+
+def doubts(texts: list[str]) -> list[str]:
+    """The caveats that put the verdict in doubt."""
+    return [t for t in texts if not t.startswith(LEFT_OUT)]
+
+
+LEFT_OUT = "rounds that strayed were left out of the intervals"
+
 
 
 def _waited(ran) -> str:
@@ -62,7 +72,7 @@ def _strays(ran) -> str:
         return (f"rounds do not follow one distribution in {len(kept)} row(s): {label}: {note}")
     left = int(np.nansum(ran.strayed_rounds)) if "strayed_rounds" in ran.columns else len(notes)
     label, note = notes[0]
-    return f"rounds that strayed were left out ({left} over {len(notes)} row(s)) and timed again; {label}: {note}"
+    return f"{LEFT_OUT} ({left} over {len(notes)} row(s)); {label}: {note}"
 
 
 def _capped(ran) -> str:
@@ -72,10 +82,10 @@ def _capped(ran) -> str:
     for name, events in zip(ran.label, ran.round_clock_events):
         if events is None or not len(events):
             continue
-        share = sum(any(r in e for r in LIMITING) for e in events) / len(events)
+        share = sum(any(r in e for r in THROTTLED) for e in events) / len(events)
         if share > worst:
             worst, label = share, name
-    if worst < CAPPED_SHARE:
+    if worst < THROTTLED_SHARE:
         return ""
-    return (f"the GPU was held below its clocks (a power or thermal cap) after {worst:.0%} of {label}'s bursts: "
-            "a figure of a capped GPU")
+    return (f"the GPU was slowed by heat or a hardware brake after {worst:.0%} of {label}'s bursts: a figure of a "
+            "throttled GPU")

@@ -124,12 +124,15 @@ def _verdict(ports, g, kernel, device, toolchain, acceptance: Acceptance, loc) -
     v.candidates = [_candidate(ports, ran, kernel, label, targets, acceptance.max_rel_err, loc)
                     for label in _labels(ran, base)]
     if missing:
-        return _gap(v, baseline, missing)
+        unsafe = [f"{w} {d}" for w, d, s in zip(base.workload.tolist(), base.dtype.tolist(), base.status.tolist())
+                  if s == status.UNSAFE]
+        return _gap(v, baseline, missing, unsafe)
     _choose(v, baseline, min_speedup, len(targets))
     v.options = _options(ran)
     found = trust.caveats(ran)
-    if found:
-        v.reason += ("; not to be trusted as it stands: " if trust.untrusted(found) else "; ") + "; ".join(found)
+    v.reason += "".join(f"; {text}" for text in trust.said(found))
+    if trust.doubts(found):
+        v.reason += "; not to be trusted as it stands: " + "; ".join(trust.doubts(found))
     return v
 
 
@@ -189,10 +192,12 @@ def _threshold(ran, min_speedup: float) -> tuple[str, float]:
     return f"±{100 * floor:.1f}%", max(min_speedup, 1 + K_AA * floor)
 
 
-def _gap(v: Verdict, baseline: str, missing: list[str]) -> Verdict:
+def _gap(v: Verdict, baseline: str, missing: list[str], unsafe: list[str] = ()) -> Verdict:
     covering = [c.label for c in v.candidates if c.correct_everywhere]
     v.verdict = GAP
     v.reason = (f"{baseline} is not ok here on {', '.join(missing)}: needs a separate implementation"
+                + (f" ({baseline} is unsafe on {', '.join(unsafe)}: compute-sanitizer found a fault in its call)"
+                   if unsafe else "")
                 + (f"; correct here: {', '.join(covering)}" if covering else "; no backend of this run covers it"))
     return v
 
