@@ -25,6 +25,8 @@ from tests.helpers import plugin_root
 MATRIX = """
 name = "mine"
 backends = ["probe"]
+[acceptance]
+baseline = "probe"  # the project's own framework path: its run reaches a verdict (else it exits 5)
 [run]
 rounds = 10
 max_rounds = 10
