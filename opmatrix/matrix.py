@@ -250,6 +250,18 @@ class RunSettings(_Model):
     compile_only: bool = Field(RUN_DEFAULTS.compile_only,
                                description="for devices no host has, build (or lower) each kernel for them "
                                "on a CPU host and report compiles / lowers")
+    profile: Literal["none", "ncu"] = Field(
+        RUN_DEFAULTS.profile, description="\"ncu\": after its rounds, each GPU contestant's call once more in a "
+        "process of its own under Nsight Compute (--clock-control none; sections SpeedOfLight, Occupancy, "
+        "LaunchStats, WarpStateStats): the row keeps a summary (kernel time, SM and memory throughput as % of peak, "
+        "achieved occupancy, top stall reason, registers, shared memory, kernels per call) and the full .ncu-rep is "
+        "written to the run folder's profiles/; a cell where it cannot run (no GPU, ROCm, ncu not found, counters "
+        "refused) says why in the row; `opmatrix run --profile ncu` asks the same")
+    sanitize: bool = Field(RUN_DEFAULTS.sanitize,
+                           description="after its rounds, each GPU contestant's call once under compute-sanitizer "
+                           "memcheck, racecheck and initcheck, each in a process of its own with every tensor its own "
+                           "cudaMalloc (PYTORCH_NO_CUDA_MEMORY_CACHING=1); a finding makes the row `unsafe` (never "
+                           "adopted), the first finding its reason; `opmatrix run --sanitize` asks the same")
 
 
 class Acceptance(_Model):

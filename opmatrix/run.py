@@ -7,6 +7,7 @@ is marked interrupted in run.json so `--resume` completes it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import shutil
 import socket
@@ -20,6 +21,7 @@ from opmatrix.core.jobs import CellPlan, baseline_job
 from opmatrix.core.result import Result
 from opmatrix.decide import effort
 from opmatrix.decide import verdicts as verdict_rules
+from opmatrix.incell.gpu_tools import PROFILES
 from opmatrix.interrupts import Interrupted, as_interrupts
 from opmatrix.manifest import RunManifest, Session
 from opmatrix.matrix import load_matrix
@@ -60,13 +62,15 @@ def _partner(plan: CellPlan, job) -> tuple:
 def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str | None = None,
         console=None, scratch_root: Path = paths.SCRATCH, scheduler=None, resume: bool = False,
         redo: frozenset[str] = frozenset({"lost"}), deadline_s: float | None = None,
-        keep_scratch: bool = False, rebuild: bool = False) -> Path:
+        keep_scratch: bool = False, rebuild: bool = False, profile: str | None = None, sanitize: bool = False) -> Path:
     """Run a matrix file. scheduler: a RayScheduler (default: embedded local Ray) or a LocalScheduler.
     resume: continue the run folder `run_id`, running only the jobs it has no row for (or a row to redo).
     deadline_s: start no job after this many seconds; what is left is for a later --resume.
     keep_scratch: leave the run's scratch as it is, instead of pruning it after the session (cellenv.scratch).
     rebuild: build compile-only jobs again instead of reusing an earlier run's rows, and start kept build caches
     empty (opmatrix.incell.compile_cache).
+    profile, sanitize: as [run] profile and sanitize ask, whatever the matrix says (`--profile ncu`, `--sanitize`):
+    each GPU contestant's call once more under Nsight Compute, under compute-sanitizer (opmatrix.incell.gpu_tools).
     Raises Interrupted (after writing the report) when stopped by SIGINT / SIGTERM, DiskFull when the reports
     folder's disk filled (the rows before it kept, no partial row left; the report written if there is room).
     A run writes its rows within a reserve of space it gives back at the end (store.RESERVE), so that run.json and
@@ -74,7 +78,10 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
     from rich.console import Console
 
     console = console or Console()
-    matrix, store, planned = _prepare(matrix_path, Path(reports_dir), run_id, Path(scratch_root), resume, rebuild)
+    asked = {"profile": profile} if profile else {}
+    asked.update({"sanitize": True} if sanitize else {})
+    matrix, store, planned = _prepare(matrix_path, Path(reports_dir), run_id, Path(scratch_root), resume, rebuild,
+                                      asked)
     with store.lock():
         stored = _stored_rows(store, resume, console)
         plans = session_plans(planned, stored if resume else None, redo, deadline_s)
@@ -94,9 +101,10 @@ def run(matrix_path: str | Path, reports_dir: Path = paths.REPORTS, run_id: str 
 
 
 def _prepare(matrix_path: str | Path, reports_dir: Path, run_id: str | None, scratch_root: Path, resume: bool,
-             rebuild: bool) -> tuple:
+             rebuild: bool, asked: dict | None = None) -> tuple:
     """(matrix, store, planned cells) of a run, checked before anything is written: the run id, the matrix and its
-    plugins, the folder --resume continues, a writable reports folder."""
+    plugins, the folder --resume continues, a writable reports folder. `asked`: Settings fields the command line
+    sets over the matrix's [run] (profile, sanitize); a profile's reports go to the run folder's profiles/."""
     if run_id is not None:
         paths.check_run_id(run_id)  # before anything is read or written: an id is one folder under reports_dir
     matrix = load_matrix(matrix_path)
@@ -107,7 +115,9 @@ def _prepare(matrix_path: str | Path, reports_dir: Path, run_id: str | None, scr
     run_id = paths.check_run_id(run_id or paths.new_run_id(matrix.name))
     store = ResultStore(reports_dir / run_id)
     store.check_writable()  # a read-only or full reports folder is refused before anything runs
-    planned = [p.replace(rebuild=rebuild) for p in plan.cell_plans(matrix, run_id, scratch_root)]
+    planned = [p.replace(rebuild=rebuild, settings=dataclasses.replace(p.settings, **(asked or {})),
+                         profile_dir=str(store.run_dir.resolve() / PROFILES))
+               for p in plan.cell_plans(matrix, run_id, scratch_root)]
     return matrix, store, planned
 
 

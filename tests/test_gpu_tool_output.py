@@ -9,7 +9,7 @@ import pytest
 
 from opmatrix.core.result import Result
 from opmatrix.incell import ncu_summary, sanitizer
-from tests.gpu_tool_recordings import DATA, recorded  # noqa: F401 (DATA: test_gpu_tools.py's import, until it moves)
+from tests.gpu_tool_recordings import recorded
 
 
 # -- Nsight Compute's CSV ------------------------------------------------------------------------------------------

@@ -38,6 +38,12 @@ def add_parser(sub) -> None:
     r.add_argument("--rebuild", action="store_true", help="build compile-only jobs again instead of reusing the "
                    "rows of an earlier run built from the same sources, environment and target, and start kept "
                    "build caches ([run] build_cache = \"kept\") empty")
+    r.add_argument("--profile", choices=["ncu"], help="after its rounds, profile each GPU contestant's call once "
+                   "with Nsight Compute in a process of its own: a summary in its row and beside its speed-up in "
+                   "the report, the full .ncu-rep in the run folder's profiles/ (as [run] profile = \"ncu\")")
+    r.add_argument("--sanitize", action="store_true", help="after its rounds, run each GPU contestant's call once "
+                   "under compute-sanitizer memcheck, racecheck and initcheck, every tensor its own cudaMalloc; a "
+                   "finding makes the row `unsafe` (as [run] sanitize = true)")
     r.add_argument("--fail-on", default=",".join(status.FAILED), help="exit 1 when a row has one of these "
                    f"statuses (default: {','.join(status.FAILED)})")
 
@@ -53,7 +59,8 @@ def handle(args) -> int:
     fail_on = statuses("--fail-on", args.fail_on)
     matrix = paths.matrix_file(args.matrix)
     folder = run(matrix, Path(args.reports), args.run_id, scheduler=scheduler, resume=args.resume,
-                 redo=redo_statuses, deadline_s=args.deadline_s, keep_scratch=args.keep_scratch, rebuild=args.rebuild)
+                 redo=redo_statuses, deadline_s=args.deadline_s, keep_scratch=args.keep_scratch, rebuild=args.rebuild,
+                 profile=args.profile, sanitize=args.sanitize)
     failed = failed_exit(folder, fail_on)
     unjudged = unjudged_exit(folder, matrix, said=not failed)
     return failed or unjudged  # a failed row's 1 first: CI gates on it

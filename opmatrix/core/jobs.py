@@ -128,6 +128,9 @@ class Settings:
     cpu_threads: int = 1  # a CPU cell's OMP_NUM_THREADS, where its toolchain sets none (0: leave it unset)
     baseline: str = DEFAULT_BASELINE  # acceptance.baseline: in every round, with its A/A twin
     min_speedup: float = DEFAULT_MIN_SPEEDUP  # acceptance.min_speedup: more rounds while an interval straddles it
+    # after its rounds, each GPU contestant's call once more in a process of its own (opmatrix.incell.gpu_tools):
+    profile: str = "none"  # "ncu": under Nsight Compute, its summary in the row and the .ncu-rep in the run folder
+    sanitize: bool = False  # under compute-sanitizer memcheck, racecheck and initcheck; a finding: `unsafe`
 
     def builds_of(self, varies: bool) -> int:
         """How many builds a contestant gets: `builds` where the matrix sets it; by default (0) VARYING_BUILDS for
@@ -218,6 +221,9 @@ class CellPlan:
     backend_dirs: dict[str, str] = field(default_factory=dict)
     compile_cache: str = ""  # compile-only rows kept between runs (opmatrix.incell.compile_cache); "": none
     rebuild: bool = False  # build again what that cache holds (`opmatrix run --rebuild`)
+    # where [run] profile = "ncu" writes its Nsight Compute reports: the run folder's profiles/, on the host that runs
+    # the cell ("": the cell's scratch)
+    profile_dir: str = ""
 
     def kernels_dir_of(self, job: JobSpec) -> str:
         """The folder that holds this job's kernel folder."""

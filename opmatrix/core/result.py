@@ -34,7 +34,8 @@ class Result:
     status: str = ""
     error: str = ""
     stderr_tail: str = ""
-    phase: str = ""  # where the job was when it ended: load, build, first_call, correctness, timing, done
+    phase: str = ""  # where the job was when it ended: load, build, first_call, correctness, timing, done; sanitize
+    # for an `unsafe` row (its rounds done, compute-sanitizer found a fault: opmatrix.incell.gpu_tools)
     # environment facts, recorded with every result
     env_hash: str = ""
     host: str = ""

@@ -20,15 +20,17 @@ COMPILES = "compiles"  # no host has the device: a binary for it was built elsew
 LOWERS = "lowers"  # no host has the device: device source was generated for it, no binary (no toolchain here)
 SUSPECT = "suspect"  # correct, but its timing cannot be real: a rate beyond the roofline bound, or its checked calls
 # took far longer than its timed ones (work skipped while timed); never eligible for a verdict
+UNSAFE = "unsafe"  # correct and timed, but compute-sanitizer ([run] sanitize) found an out-of-bounds access, a read of
+# memory never written or a shared-memory race in one of its calls; never adopted, never a supported deployment
 
 # the phase of a row whose kernel spec failed (the judge's, never the contestant's or the device's fault): its
 # verdict is `not judged` (opmatrix.decide.verdicts)
 SPEC_PHASE = "spec"
 
 ALL = (OK, UNSUPPORTED, NOT_INSTALLED, COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, NO_HOST,
-       ENV_ERROR, LOST, COMPILES, LOWERS, SUSPECT)
+       ENV_ERROR, LOST, COMPILES, LOWERS, SUSPECT, UNSAFE)
 
 # Statuses that mean "this backend does not run here" (coverage), as opposed to "it runs but is broken".
 NOT_COVERED = (UNSUPPORTED, NOT_INSTALLED, NO_HOST)
 BUILD_ONLY = (COMPILES, LOWERS)  # "does it even build for that device?" answered without the device
-FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, ENV_ERROR, LOST, SUSPECT)
+FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, ENV_ERROR, LOST, SUSPECT, UNSAFE)

@@ -28,7 +28,7 @@ from opmatrix.core import metrics, status
 from opmatrix.core.jobs import SHORT_CALL_MS, CellPlan, DeviceInfo, JobSpec, Mode, baseline_job
 from opmatrix.core.keys import JobKey
 from opmatrix.core.result import Result
-from opmatrix.incell import compile_cache, entry
+from opmatrix.incell import compile_cache, entry, gpu_tools
 from opmatrix.incell.processes import become_subreaper, die_with_parent, end_escaped, run_limited, tail, wait_limited
 from opmatrix.incell.rounds import Contestant, Rounds
 from opmatrix.incell.forkserver import ForkServer
@@ -124,6 +124,11 @@ class CellRunner:
         self.rival_forks: ForkServer | None = None  # a [[compare]]: the candidate toolchain's own fork server
         self.rival_env, self.rival_facts = self._rival()
         self.starter = entry.Starter(plan, self.device, self.forks, self.rival_forks, self.rival_env, self.on_now)
+        # [run] profile / sanitize: each GPU contestant's call once more under Nsight Compute and compute-sanitizer,
+        # in processes of their own, once its row is made (opmatrix.incell.gpu_tools)
+        profiles = Path(plan.profile_dir) if plan.profile_dir else self.scratch / gpu_tools.PROFILES
+        self.tools = gpu_tools.Tools(plan.settings, self.device, profiles, self.on_now)
+        self.own: dict[JobKey, tuple[Path, Path]] = {}  # a job's own folder and compile cache, until its row
 
     def _rival(self) -> tuple[dict, dict]:
         """A [[compare]]: the environment a candidate-toolchain worker starts with, and what that toolchain
@@ -284,6 +289,8 @@ class CellRunner:
         kept = None if suffix else compile_cache.kept_build(self.plan, job)
         if kept is not None:
             self.kept[self.plan.key(job)] = kept
+        if not suffix:
+            self.own[self.plan.key(job)] = (folder, kept.folder if kept is not None else folder / "cache")
         started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         clock = time.perf_counter()
         started = self.starter.start(job, self.group, folder, kept.folder if kept is not None else folder / "cache",
@@ -361,6 +368,16 @@ class CellRunner:
         notes = [n[:300] for n in views.get("notes", []) if isinstance(n, str)]
         return dataclasses.replace(row, **found, timing_notes="; ".join(filter(None, [row.timing_notes, *notes])))
 
+    def _tools(self, job: JobSpec, result: Result) -> Result:
+        """The job's own row with what the GPU tools the run asked for found (profile, sanitizer; an `ok` row only;
+        never a resumed contestant's partner, whose row is not stored again)."""
+        key = self.plan.key(job)
+        folder, cache = self.own.pop(key, (None, None))
+        if folder is None or not self.tools.asked or result.status != status.OK or job in self.plan.partners:
+            return result
+        return self.tools.apply(result, self.starter.task(job, self.group.workload, cache), folder,
+                                self.starter.python(job), self.starter.env(job), key.folder_name())
+
     @staticmethod
     def _escaped(whose) -> list[str]:
         """End what the workers that have ended so far left running outside their process groups (they are this
@@ -375,6 +392,8 @@ class CellRunner:
         """Stamp the row with the job's identity and the cell's facts, then derive its metrics. `own`: the job's
         own row (not that of its A/A twin or a further build), which settles its kept caches."""
         kept = self.kept.pop(self.plan.key(job), None) if own else None
+        if own:
+            result = self._tools(job, result)
         if kept is not None:
             result = kept.settle(result, self.plan.run_id)
         facts = {key: str((self.rival_facts if job.rival else self.facts).get(key, "")) for key in FACT_FIELDS}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -103,14 +104,28 @@ class Starter:
         self.rival_forks, self.rival_env = rival_forks, rival_env
         self.on_now = on_now
 
+    def env(self, job: JobSpec) -> dict:
+        """The environment a worker of this job starts with (its candidate toolchain's, for a rival's job)."""
+        return dict(self.rival_env if job.rival else os.environ)
+
+    def python(self, job: JobSpec) -> str:
+        """How a fresh interpreter of this job's environment is started (a process that is not forked from a fork
+        server: one under a GPU tool, opmatrix.incell.gpu_tools)."""
+        return self.plan.rival.python if job.rival and self.plan.rival is not None else sys.executable
+
+    def task(self, job: JobSpec, workload: dict, cache: Path) -> WorkerTask:
+        """What a worker of this job (or a process that builds and calls it once: opmatrix.incell.one_call) is
+        asked to do."""
+        env = self.env(job)
+        return WorkerTask(job=job, mode=self.plan.mode, device=self.device, kernels_dir=self.plan.kernels_dir_of(job),
+                          backends_dir=self.plan.backends_dir_of(job), settings=self.plan.settings,
+                          attempt=uuid.uuid4().hex, workload=dict(workload), cache_dir=str(cache),
+                          pinned_env={k: env.get(k, "") for k in self.plan.cell_of(job).toolchain.env})
+
     def start(self, job: JobSpec, group: Group, folder: Path, cache: Path, twin: bool) -> Contestant | Result:
         """A Contestant ready to time (its row so far in `.row`), or the job's row."""
-        env = dict(self.rival_env if job.rival else os.environ)
-        toolchain_env = self.plan.cell_of(job).toolchain.env
-        task = WorkerTask(job=job, mode=self.plan.mode, device=self.device, kernels_dir=self.plan.kernels_dir_of(job),
-                          backends_dir=self.plan.backends_dir_of(job), settings=self.plan.settings,
-                          attempt=uuid.uuid4().hex, workload=group.workload, cache_dir=str(cache),
-                          pinned_env={k: env.get(k, "") for k in toolchain_env})
+        env = self.env(job)
+        task = self.task(job, group.workload, cache)
         started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         server = (Server(task, folder, env, self.plan.rival.python, self.rival_forks) if job.rival
                   else Server(task, folder, env, forks=self.forks))

@@ -1,8 +1,8 @@
 """The report's sections, built from the store's DataFrame only (never live objects).
 
 Sections: environments, coverage grid (kernel x backend x device; report.coverage), correctness, performance with
-speed-up against the framework baseline, measurement quality, CUPTI cross-check, autotuning, compile times,
-failures.
+speed-up against the framework baseline, the Nsight Compute profile and the compute-sanitizer outcome where the run
+asked for them (report.tools), measurement quality, CUPTI cross-check, autotuning, compile times, failures.
 Each is built once as a Section (title, headers, rows, note, extra lines) and rendered by either writer
 (report.markdown, report.terminal), so report.md and the terminal never disagree.
 """
@@ -15,6 +15,7 @@ from opmatrix.core.result import backend_label
 from opmatrix.report.coverage import coverage, coverage_cell, coverage_reasons  # noqa: F401 (run_page's too)
 from opmatrix.report.performance import performance
 from opmatrix.report.quality import autotuning, crosscheck, measurement
+from opmatrix.report.tools import profile, sanitized
 from opmatrix.report.verdicts import verdict_section
 from opmatrix.report.table import Section, fmt, key_cells, mixes_toolchains, with_toolchain
 from opmatrix.store import frame_rows
@@ -97,5 +98,5 @@ _LAST: tuple = (lambda: None, None, [])  # (weak reference to the frame, its ver
 
 def _build(df, verdicts) -> list[Section]:
     first = [verdict_section(verdicts)] if verdicts else []
-    return first + [environments(df), coverage(df), correctness(df), *performance(df), measurement(df),
-                    crosscheck(df), autotuning(df), compile_times(df), failures(df)]
+    return first + [environments(df), coverage(df), correctness(df), *performance(df), profile(df), sanitized(df),
+                    measurement(df), crosscheck(df), autotuning(df), compile_times(df), failures(df)]

@@ -1,6 +1,7 @@
 """report.html: one run as a page. The same Section values report.md renders (opmatrix.report.sections), in the
 order a reader asks: verdicts, coverage (coloured, the reason on hover), correctness, per-kernel speed-up charts
-above their tables, the roofline, compile and tuning time, measurement quality, failures, environments.
+above their tables, the roofline, the Nsight Compute profile and the sanitizer's findings (where the run asked for
+them), compile and tuning time, measurement quality, failures, environments.
 
 Nothing here computes a fact of its own: tables are the sections' rows, speed-ups are performance.speedup_point
 of performance.timed_rows (the numbers the tables state), and the roofline plots the stored tflops, flops,
@@ -17,6 +18,7 @@ from opmatrix.report.markdown import header
 from opmatrix.report.performance import speedup_point, timed_rows
 from opmatrix.report.sections import COMPILE_TITLE, coverage_reasons, sections
 from opmatrix.report.table import Section, present
+from opmatrix.report.tools import PROFILE_TITLE, SANITIZER_TITLE
 
 ROOFLINE = "Roofline"
 ROOFLINE_NOTE = ("each timed row at its arithmetic intensity (the kernel's FLOPs over the least bytes it must move) "
@@ -38,8 +40,8 @@ def run_page(df, manifest: RunManifest, verdicts=None) -> str:
     parts.append(("Correctness", from_section(by_title["Correctness"])))
     parts += [(sec.title, _performance(sec, timed, baseline)) for sec in built if sec.title.startswith("Performance")]
     parts.append((ROOFLINE, _roofline(timed)))
-    for title in (COMPILE_TITLE, "Autotuning", "Measurement quality", "Cross-check against CUPTI",
-                  "Not run, unsupported or failed", "Environments"):
+    for title in (PROFILE_TITLE, SANITIZER_TITLE, COMPILE_TITLE, "Autotuning", "Measurement quality",
+                  "Cross-check against CUPTI", "Not run, unsupported or failed", "Environments"):
         sec = by_title[title]
         if sec.rows or not sec.optional:
             parts.append((sec.title, from_section(sec)))
