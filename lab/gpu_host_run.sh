@@ -34,6 +34,8 @@ if [ -n "${OUT:-}" ]; then
   # what the report is rebuilt from (opmatrix report), and the log: three files a run (a device call returns 8)
   mkdir -p "$OUT/$run_id"
   cp "$runs/$run_id"/{results.jsonl,run.json} "$OUT/$run_id/" 2>/dev/null
+  # a run with [run] profile = "ncu": its Nsight Compute reports (profiles/*.ncu-rep, the rows name them)
+  [ -d "$runs/$run_id/profiles" ] && cp -r "$runs/$run_id/profiles" "$OUT/$run_id/"
   tail -c 2000000 "/tmp/$run_id.log" > "$OUT/$run_id/run.log"
 fi
 exit $rc
