@@ -223,7 +223,8 @@ def unjudged(folder: Path, matrix) -> list[str]:
             missing.setdefault(r.cell, r)
     out = [_not_installed(matrix, cells.get(cell), cell, r) for cell, r in sorted(missing.items())]
     ran = [r for r in latest if r.status not in (status.NO_HOST, *status.BUILD_ONLY)]
-    meant = [r for r in ran if not (r.status == status.OK and not r.timer)]  # correctness-only rows are not
+    # a correctness-only row (its timings would mean nothing here) is not meant to reach a verdict
+    meant = [r for r in ran if not (r.status == status.OK and r.timer in ("", status.CORRECTNESS_ONLY))]
     path = Path(folder) / VERDICTS_JSON
     verdicts = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
     judged = [v for v in verdicts if v["verdict"] not in (verdict_rules.NOT_JUDGED, verdict_rules.NOT_RUN)]

@@ -192,3 +192,15 @@ def test_cpu_between_bursts_on_a_gpu_counts_only_when_it_holds_a_good_share_of_a
         accounts.after(cpu, n * 1.1 + 1.1)
     found = accounts.verdict()
     assert (found is not None and "while it was not being timed" in found[1]) == caught
+
+
+def test_a_call_alone_is_judged_against_a_control_call_of_the_same_bursts():
+    """On a loaded 2-core machine an honest torch.compile call (~0.1 ms) strays 2-4x in about half the bursts, on
+    any contents: its call alone does, and so does a call chosen at random on shared contents. An answer-sharer is
+    slow alone and fast on shared contents."""
+    honest, sharer = (integrity.Accounts(threads=1, device_is_cpu=True) for _ in range(2))
+    for n in range(12):
+        honest.alone(0.4 if n % 2 else 0.1, [0.1] * 6, 0.1 if n % 2 else 0.4)
+        sharer.alone(0.4, [0.1] * 6, 0.1)  # its alone call does the work; shared ones read another's answers
+    assert honest.verdict() is None
+    assert "faster on contents another process has seen" in sharer.verdict()[1]

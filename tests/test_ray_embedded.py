@@ -44,7 +44,8 @@ def test_embedded_run_starts_its_own_ray_beside_a_running_cluster(cluster, root)
     import sys
 
     devices = '[[device]]\nid = "cpu"\nvendor = "cpu"\narch = "auto"\n'
-    (root / "embedded.toml").write_text(matrix_text(root, devices, '["quick"]'))
+    acceptance = '[acceptance]\nbaseline = "probe"\n'  # its own framework path: the run reaches a verdict
+    (root / "embedded.toml").write_text(matrix_text(root, devices, '["quick"]') + acceptance)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.run([sys.executable, "-m", "opmatrix", "run", str(root / "embedded.toml"), "--run-id",
                            "embedded", "--reports", str(root / "reports")], env=env, capture_output=True, text=True,

@@ -34,3 +34,4 @@ ALL = (OK, UNSUPPORTED, NOT_INSTALLED, COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, T
 NOT_COVERED = (UNSUPPORTED, NOT_INSTALLED, NO_HOST)
 BUILD_ONLY = (COMPILES, LOWERS)  # "does it even build for that device?" answered without the device
 FAILED = (COMPILE_ERROR, RUNTIME_ERROR, MISMATCH, TIMEOUT, OOM, CRASHED, ENV_ERROR, LOST, SUSPECT, UNSAFE)
+CORRECTNESS_ONLY = "correctness-only"  # the timer of a row whose timings would mean nothing here (an interpreter): never timed

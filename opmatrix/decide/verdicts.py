@@ -274,7 +274,7 @@ def _measured(rows, targets, max_rel_err) -> tuple[list[str], list[list[list[flo
             failing.append(f"{w} {d}: {r.status if r is not None else 'not run'}")
         elif max_rel_err is not None and r.rel_err == r.rel_err and r.rel_err > max_rel_err:
             failing.append(f"{w} {d}: rel_err {r.rel_err:.2g} > max_rel_err {max_rel_err:g}")
-        elif r.timer == "correctness-only":
+        elif r.timer == status.CORRECTNESS_ONLY:
             failing.append(f"{w} {d}: correctness only here (its timings would mean nothing)")
         elif not r.pairing or len((builds := stats.build_ratios(r))[0]) < 3:  # the first build's ratios
             failing.append(f"{w} {d}: not timed in rounds with the baseline")

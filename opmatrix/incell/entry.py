@@ -160,7 +160,7 @@ class Starter:
             _correct(row, seat)
             row.status = status.OK
             if loaded.get("timed") is False:  # an interpreter: its timings mean nothing
-                row.timer = "correctness-only"
+                row.timer = status.CORRECTNESS_ONLY
                 server.finish(left())
                 seat.close()
                 return dataclasses.replace(row, input_sets=seat.calls, timed_checks=seat.checked)

@@ -58,6 +58,9 @@ UNEVEN_BELOW, UNEVEN_SHARE, UNEVEN_BURSTS = 0.1, 0.5, 0.75
 # another worker has seen: answers shared between processes (the builds or variants of one contestant), which pays
 # only in the rounds where another worker of it went first
 # (calls under ALONE_MIN_MS are left out: a few-microsecond CPU call's time scatters by more than that on its own)
+# The bar is ALONE_SLOWER times the upper quartile of a control, another timed call of the same bursts chosen at
+# random (at least 1): a noisy call (torch.compile's ~0.1 ms CPU call on a loaded 2-core machine, two builds of it
+# in each round) strays as far on shared contents as alone, an answer-sharer does not.
 ALONE_AMONG, ALONE_SLOWER, ALONE_BURSTS, ALONE_MIN_MS = 3, 2.0, 8, 0.1
 CHECK_BUDGET = 0.25  # the references of a round's checked calls may cost this share of the round's timed time
 MIN_CHECKED = 2  # calls checked per burst, at least (all of them where a burst has fewer)
@@ -239,6 +242,9 @@ class Accounts:
     bursts: int = 0
     unaccounted: list[float] = field(default_factory=list)  # per burst: share of the calls' span their marks leave out
     alone_ratios: list[float] = field(default_factory=list)  # per burst: its call alone / the median of the others
+    # per burst, the control: another timed call, on shared contents, chosen at random, against the same median: what
+    # a call of this contestant strays by in these bursts when nothing sets it apart
+    placebo_ratios: list[float] = field(default_factory=list)
     hidden_ms: list[float] = field(default_factory=list)  # GPU, per burst: time outside events and flush, in all
     burst_calls: list[int] = field(default_factory=list)  # GPU, per burst: its calls
     event_ms: list[float] = field(default_factory=list)  # GPU, per burst: the calls' mean event time
@@ -274,11 +280,14 @@ class Accounts:
                     f"{wall * 1e3:.1f} ms), where the toolchain pins {self.threads} thread(s)")
         return ""
 
-    def alone(self, own_ms: float, others_ms: list[float]) -> None:
-        """A burst's call on contents no other worker was given, against the burst's other timed calls."""
+    def alone(self, own_ms: float, others_ms: list[float], placebo_ms: float | None = None) -> None:
+        """A burst's call on contents no other worker was given, against the burst's other timed calls (and a
+        control: another of its calls, on shared contents, against the same median)."""
         typical = statistics.median(others_ms) if others_ms else 0.0
         if typical >= ALONE_MIN_MS:
             self.alone_ratios.append(own_ms / typical)
+            if placebo_ms is not None:
+                self.placebo_ratios.append(placebo_ms / typical)
 
     def burst_overhead_ms(self) -> float | None:
         """GPU: the median of its bursts' time outside events and flush (None with fewer than two bursts)."""
@@ -309,11 +318,13 @@ class Accounts:
                                    "launched after the call returned)")
         if len(self.alone_ratios) >= ALONE_BURSTS:
             upper = statistics.quantiles(self.alone_ratios, n=4, method="inclusive")[-1]
-            if upper > ALONE_SLOWER:
+            control = (statistics.quantiles(self.placebo_ratios, n=4, method="inclusive")[-1]
+                       if len(self.placebo_ratios) >= ALONE_BURSTS else 1.0)
+            if upper > ALONE_SLOWER * max(1.0, control):
                 return "suspect", (f"in a quarter of its {len(self.alone_ratios)} bursts its call on contents no "
-                                   f"other worker had been given took at least {upper:.2f} x the median of its others: "
-                                   "it is faster on contents another process has seen, or leaves work running outside "
-                                   "its calls")
+                                   f"other worker had been given took at least {upper:.2f} x the median of its others "
+                                   f"(another of its calls, chosen at random: {control:.2f} x): it is faster on "
+                                   "contents another process has seen, or leaves work running outside its calls")
         if len(self.unaccounted) >= 2 and statistics.median(self.unaccounted) > 0.1:
             return "suspect", (f"its clock marks leave {statistics.median(self.unaccounted):.0%} of its bursts "
                                "between its calls (the median over its bursts): time taken out of its calls")

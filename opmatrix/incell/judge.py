@@ -270,7 +270,10 @@ class Seat:
         self.checked += len(checked)
         own = [s - w for s, w in zip(samples, waited)]
         if alone is not None:
-            self.accounts.alone(own[alone], [t for i, t in enumerate(own) if i >= warm and i != alone])
+            shared = [i for i in range(warm, calls) if i != alone]
+            placebo = self.judge.rng.choice(shared) if len(shared) >= 2 else None
+            self.accounts.alone(own[alone], [own[i] for i in shared if i != placebo],
+                                None if placebo is None else own[placebo])
         timed = own[warm:]
         self.timed_ms += sum(samples[warm:])
         self.waited_ms += sum(waited[warm:])
