@@ -63,7 +63,7 @@ class Calibration:
 
 def twins(df) -> list[Twin]:
     """Every round group's A/A twin (stats.twin_rows) with its interval three ways."""
-    rows, _ = stats.without_strays(list(df[stats.READS].itertuples(index=False)))  # as the report reads them
+    rows, _, _ = stats.without_strays(list(df[stats.READS].itertuples(index=False)))  # as the report reads them
     chosen = sorted(stats.twin_rows(rows).values())
     aa = intervals.from_groups(len(rows), stats.ratio_groups(
         chosen, [rows[i].aa_round_ms for i in chosen],

@@ -295,7 +295,7 @@ def add_paired_columns(df, between_processes: bool = True):
     import pandas as pd
 
     stored = frame_rows(df, READS)  # only the columns read below: every column of a run costs more than the statistics
-    rows, strays = without_strays(stored)
+    rows, strays, notes = without_strays(stored)
     paired = [r.status == "ok" and bool(r.pairing) for r in rows]
     contest = [i for i, r in enumerate(rows) if paired[i] and len(r.baseline_round_ms)]
     with_aa = [i for i, r in enumerate(rows) if paired[i] and len(r.aa_round_ms)]
@@ -330,8 +330,7 @@ def add_paired_columns(df, between_processes: bool = True):
     # a new frame (the given one is left as it was); under pandas' copy-on-write it shares the given one's columns
     # instead of copying every one of them
     return df.assign(**{name: pd.array(values, dtype="float64") for name, values in cols.items()},
-                     stray_note=pd.array([straying.describe(s, series_of(r)) if s.rounds else ""
-                                          for s, r in zip(strays, stored)], dtype="string"))
+                     stray_note=pd.array(notes, dtype="string"))
 
 
 def series_of(row) -> dict[str, list[float]]:
@@ -344,18 +343,21 @@ def series_of(row) -> dict[str, list[float]]:
     return {name: values for name, values in out.items() if values}
 
 
-def without_strays(rows: list) -> tuple[list, list[straying.Strays]]:
+def without_strays(rows: list) -> tuple[list, list[straying.Strays], list[str]]:
     """The rows with the rounds that strayed (opmatrix.core.straying: in the row's own series, the baseline's,
-    the twin's or a further build's) left out of every aligned series, and what strayed in each row. The rows
-    hand their rounds to every interval, p-value and A/A floor below: one rule, applied once."""
-    out, found = [], []
+    the twin's or a further build's) left out of every aligned series, what strayed in each row, and its note. The
+    rows hand their rounds to every interval, p-value and A/A floor below: one rule, applied once."""
+    out, found, notes = [], [], []
     for r in rows:
         if r.status != "ok" or not r.pairing or len(r.round_ms) < straying.MIN_ROUNDS:
             out.append(r)
             found.append(straying.Strays())
+            notes.append("")
             continue
-        strays = straying.of_rounds(*series_of(r).values())
+        series = series_of(r)
+        strays = straying.of_rounds(*series.values())
         found.append(strays)
+        notes.append(straying.describe(strays, series))
         gone = set(strays.left_out)
         if not gone:
             out.append(r)
@@ -366,7 +368,7 @@ def without_strays(rows: list) -> tuple[list, list[straying.Strays]]:
             return [v for i, v in enumerate(values) if i % n not in gone] if len(values) % n == 0 else list(values)
         out.append(r._replace(round_ms=keep(r.round_ms), baseline_round_ms=keep(r.baseline_round_ms),
                               aa_round_ms=keep(r.aa_round_ms), build_round_ms=keep(r.build_round_ms)))
-    return out, found
+    return out, found, notes
 
 
 def ratio_groups(at: list[int], numerators: list, denominators: list) -> dict[int, tuple[np.ndarray, np.ndarray]]:

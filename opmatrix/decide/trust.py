@@ -3,8 +3,8 @@ verdict's rows were timed. Each caveat names its rows' worst figure and the rule
 
 - a busy CPU: a row waited BUSY_PCT of its timed calls' time for a core other processes held (taken out of its
   times, but what is left is less sure), or other processes kept OTHERS_CORES cores busy in the median round;
-- strayed rounds (opmatrix.core.straying): left out of the intervals and timed again (said, not a doubt), or so
-  many in a row that they were kept (a doubt: the row's rounds are not one distribution);
+- strayed rounds (opmatrix.core.straying): left out of the intervals (said, not a doubt), or so many in a row that
+  they were kept (a doubt: the row's rounds are not one distribution);
 - a GPU slowed below its clocks by heat or a hardware brake (THROTTLED) after a share of a row's bursts. A power
   cap (SwPowerCap) is not a doubt: a GPU under full load runs at its power limit in production too, every
   contestant of a round meets it alike, and the report's measurement quality counts the rows it touched.
@@ -21,23 +21,12 @@ THROTTLED = ("HwSlowdown", "HwThermalSlowdown", "SwThermalSlowdown", "HwPowerBra
 READ = ["waited_pct", "round_others_cores", "strayed_rounds", "stray_note", "round_clock_events", "label"]
 
 
-def caveats(ran) -> list[str]:
-    """The caveats of a verdict over these rows (a frame with READ's columns where present; '' columns absent)."""
-    return [text for text in (_waited(ran), _others(ran), _strays(ran), _capped(ran)) if text]
-
-
-def said(texts: list[str]) -> list[str]:
-    """The caveats that only say what was done (strayed rounds left out), not doubts."""
-    return [t for t in texts if t.startswith(LEFT_OUT)]
-
-
-def doubts(texts: list[str]) -> list[str]:
-    """The caveats that put the verdict in doubt."""
-    return [t for t in texts if not t.startswith(LEFT_OUT)]
-
-
-LEFT_OUT = "rounds that strayed were left out of the intervals"
-
+def caveats(ran) -> tuple[list[str], list[str]]:
+    """(what was done and only needs saying, the doubts) of a verdict over these rows (a frame with READ's columns
+    where present)."""
+    said, kept = _strays(ran)
+    doubts = [text for text in (_waited(ran), _others(ran), kept, _capped(ran)) if text]
+    return [said] if said else [], doubts
 
 
 def _waited(ran) -> str:
@@ -60,19 +49,22 @@ def _others(ran) -> str:
             f"(at least {OTHERS_CORES:g} is busy): the rows shared the machine with them")
 
 
-def _strays(ran) -> str:
+def _strays(ran) -> tuple[str, str]:
+    """(the rounds left out, said; the rows whose strays were too many to leave out, a doubt). A row with a stray
+    note and none of its rounds left out kept them (straying.MOST_SHARE)."""
     if "stray_note" not in ran.columns:
-        return ""
-    notes = [(label, note) for label, note in zip(ran.label, ran.stray_note.fillna("")) if note]
-    if not notes:
-        return ""
-    kept = [(label, note) for label, note in notes if "kept in the interval" in note]
-    if kept:
-        label, note = kept[0]
-        return (f"rounds do not follow one distribution in {len(kept)} row(s): {label}: {note}")
-    left = int(np.nansum(ran.strayed_rounds)) if "strayed_rounds" in ran.columns else len(notes)
-    label, note = notes[0]
-    return f"{LEFT_OUT} ({left} over {len(notes)} row(s)); {label}: {note}"
+        return "", ""
+    notes = [(label, note, left) for label, note, left in zip(ran.label, ran.stray_note.fillna(""), ran.strayed_rounds)
+             if note]
+    left_out = [(label, note, left) for label, note, left in notes if left > 0]
+    kept = [(label, note) for label, note, left in notes if not left > 0]
+    said = ""
+    if left_out and not kept:  # where some row kept its strays, the doubt speaks for the rounds
+        label, note, _ = left_out[0]
+        said = (f"rounds that strayed were left out of the intervals ({int(sum(n for *_, n in left_out))} over "
+                f"{len(left_out)} row(s)); {label}: {note}")
+    doubt = f"rounds do not follow one distribution in {len(kept)} row(s): {kept[0][0]}: {kept[0][1]}" if kept else ""
+    return said, doubt
 
 
 def _capped(ran) -> str:

@@ -129,10 +129,10 @@ def _verdict(ports, g, kernel, device, toolchain, acceptance: Acceptance, loc) -
         return _gap(v, baseline, missing, unsafe)
     _choose(v, baseline, min_speedup, len(targets))
     v.options = _options(ran)
-    found = trust.caveats(ran)
-    v.reason += "".join(f"; {text}" for text in trust.said(found))
-    if trust.doubts(found):
-        v.reason += "; not to be trusted as it stands: " + "; ".join(trust.doubts(found))
+    said, doubts = trust.caveats(ran)
+    v.reason += "".join(f"; {text}" for text in said)
+    if doubts:
+        v.reason += "; not to be trusted as it stands: " + "; ".join(doubts)
     return v
 
 

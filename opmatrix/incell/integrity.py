@@ -317,9 +317,8 @@ class Accounts:
                                    "bursts: its device work ran outside the timed events (another stream, or work "
                                    "launched after the call returned)")
         if len(self.alone_ratios) >= ALONE_BURSTS:
-            upper = statistics.quantiles(self.alone_ratios, n=4, method="inclusive")[-1]
-            control = (statistics.quantiles(self.placebo_ratios, n=4, method="inclusive")[-1]
-                       if len(self.placebo_ratios) >= ALONE_BURSTS else 1.0)
+            upper = upper_quartile(self.alone_ratios)
+            control = upper_quartile(self.placebo_ratios) if len(self.placebo_ratios) >= ALONE_BURSTS else 1.0
             if upper > ALONE_SLOWER * max(1.0, control):
                 return "suspect", (f"in a quarter of its {len(self.alone_ratios)} bursts its call on contents no "
                                    f"other worker had been given took at least {upper:.2f} x the median of its others "
@@ -329,6 +328,10 @@ class Accounts:
             return "suspect", (f"its clock marks leave {statistics.median(self.unaccounted):.0%} of its bursts "
                                "between its calls (the median over its bursts): time taken out of its calls")
         return None
+
+
+def upper_quartile(values: list[float]) -> float:
+    return statistics.quantiles(values, n=4, method="inclusive")[-1]
 
 
 def uneven(samples: list[float]) -> bool:
