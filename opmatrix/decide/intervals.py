@@ -109,14 +109,8 @@ class Batch:
         if not term.twins:  # no process term: the distribution-free bounds as they are
             return np.fmin(self.lo, self.estimate), np.fmax(self.hi, self.estimate)
         lo, hi = self._floored(confidence)
-        s2 = self.within_se(confidence) ** 2
         t2 = term.variance(self.spread)
-        total = s2 + t2
-        dof_within = np.maximum(self.n - 1, 1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dof = total ** 2 / (s2 ** 2 / dof_within + t2 ** 2 / term.twins)
-        dof = np.where(np.isfinite(dof) & (dof > 0), dof, dof_within)
-        reach = _scipy().t.ppf(0.5 + confidence / 2, np.maximum(dof, 1.0)) * np.sqrt(total)
+        reach = welch_reach(self.within_se(confidence) ** 2, np.maximum(self.n - 1, 1), t2, term.twins, confidence)
         reach = np.where(t2 > 0, reach, 0.0)  # a row whose term is 0: its floored distribution-free bounds
         return np.fmin(lo, self.estimate * np.exp(-reach)), np.fmax(hi, self.estimate * np.exp(reach))
 
@@ -129,6 +123,25 @@ class Batch:
             above = np.log(np.fmax(self.hi, self.estimate) / self.estimate)
         return (self.estimate * np.exp(-np.sqrt(below ** 2 + floor ** 2)),
                 self.estimate * np.exp(np.sqrt(above ** 2 + floor ** 2)))
+
+
+def welch_reach(s2, dof_within, t2, dof_between, confidence: float = CONFIDENCE):
+    """How far (on the log scale) an interval reaches for a variance s2 known from the rounds plus a variance t2
+    estimated from few draws (twins, builds): Student's t at the Welch-Satterthwaite degrees of freedom times
+    sqrt(s2 + t2). A term from few draws is uncertain and the reach says so; a small one costs little."""
+    s2, t2 = np.asarray(s2, dtype=float), np.asarray(t2, dtype=float)
+    total = s2 + t2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dof = total ** 2 / (s2 ** 2 / dof_within + t2 ** 2 / dof_between)
+    dof = np.where(np.isfinite(dof) & (dof > 0), dof, dof_within)
+    return _scipy().t.ppf(0.5 + confidence / 2, np.maximum(dof, 1.0)) * np.sqrt(total)
+
+
+def median_errors(series: list, confidence: float = CONFIDENCE) -> np.ndarray:
+    """The log standard error of each series' median: the larger of the rounds' spread and their within-rounds
+    bounds, as a twin's offset is weighed (ProcessTerm.from_twins); NaN under MIN_ROUNDS values."""
+    b = batch(series, confidence)
+    return np.fmax(b.median_se(), b.within_se(confidence))
 
 
 def positive(values) -> list[float]:

@@ -15,9 +15,9 @@ and the baseline A/A twin's. From these alone:
   and opmatrix calibration judges the twin's interval widened like a contestant's);
 - with `[run] builds` >= 2, every contestant was built that many times, each build in its own worker, all timed in
   the same rounds: the build, not the round, is then the unit a new run would draw afresh. The speed-up is the
-  geometric mean of the builds' median ratios, and its interval the wider of a Student-t interval over those
-  medians on the log scale (scipy.stats.ttest_1samp: it includes the variation between builds, which one build's
-  rounds cannot show) and the interval of every build's rounds pooled.
+  geometric mean of the builds' median ratios, and its interval that of every build's rounds pooled, joined with
+  a random-effects interval: the variance between builds that their medians' spread shows beyond their rounds'
+  noise (which one build's rounds cannot show), at the Welch-Satterthwaite degrees of freedom (_widened).
 Rows without rounds (older runs, correctness-only, failures) get no interval: they are never compared.
 """
 from __future__ import annotations
@@ -105,9 +105,9 @@ def geomean_interval(ratio_sets: list, confidence: float = CONFIDENCE) -> Interv
 def builds_interval(per_build: list[list[float]], confidence: float = CONFIDENCE,
                     term: ProcessTerm | None = None) -> Interval | None:
     """An estimate over independent builds, each given by its own per-round values (ratios): the geometric mean of
-    the builds' medians, with the wider of (a) the Student-t interval over those medians and (b) the bootstrap
-    interval of the median over all builds' rounds pooled. One build: the bootstrap interval of its rounds, as
-    before. None with fewer than 3 rounds in any build."""
+    the builds' medians, its interval that of all builds' rounds pooled, joined with the random-effects interval
+    over the builds (_widened). One build: the interval of its rounds. None with fewer than 3 rounds in any
+    build."""
     builds = [[v for v in values if v > 0 and math.isfinite(v)] for values in per_build]
     builds = [b for b in builds if b]
     if not builds or any(len(b) < 3 for b in builds):
@@ -115,18 +115,29 @@ def builds_interval(per_build: list[list[float]], confidence: float = CONFIDENCE
     pooled = median_interval([v for b in builds for v in b], confidence, term)  # >= 3 values: never None
     if len(builds) == 1:
         return pooled
-    return _widened([float(np.median(b)) for b in builds], pooled, confidence)
+    return _widened([float(np.median(b)) for b in builds], intervals.median_errors(builds, confidence),
+                    sum(map(len, builds)), pooled, confidence)
 
 
-def _widened(per_build: list[float], pooled: Interval, confidence: float) -> Interval:
-    """The geometric mean of per-build ratios; its interval the union of their Student-t interval (on the log
-    scale, where ratios are symmetric and the bounds stay positive) and `pooled`."""
-    logs = np.log(per_build)
+def _widened(per_build: list[float], errors, rounds: int, pooled: Interval, confidence: float) -> Interval:
+    """The geometric mean of per-build ratios, its interval `pooled` joined with a random-effects one: the builds'
+    log medians vary by their rounds' noise (`errors`, each median's log standard error) plus a variance between
+    builds, estimated as what their spread leaves beyond that noise (never below 0: the moment estimator, as for
+    the twins' between-process term). The geometric mean's variance is the mean of both over the builds, and its
+    reach Student's t at the Welch-Satterthwaite degrees of freedom (intervals.welch_reach: a between-build
+    variance from two or three builds is uncertain and widens the interval; a spread the rounds' noise explains adds
+    nothing, where a t-interval over two builds' medians (t = 12.7) would make a 3 % difference noise made into
+    ±40 %)."""
+    logs, errors = np.log(per_build), np.asarray(errors, dtype=float)
     estimate = float(np.exp(np.mean(logs)))
-    if np.ptp(logs) == 0:
+    k = len(logs)
+    noise = float(np.mean(errors ** 2)) if np.isfinite(errors).all() else 0.0
+    between = max(0.0, float(np.var(logs, ddof=1)) - noise) if k > 1 else 0.0
+    if between == 0.0:
         return Interval(estimate, min(pooled.lo, estimate), max(pooled.hi, estimate))
-    t = _scipy().ttest_1samp(logs, popmean=0.0).confidence_interval(confidence)
-    return Interval(estimate, min(float(np.exp(t.low)), pooled.lo), max(float(np.exp(t.high)), pooled.hi))
+    reach = float(intervals.welch_reach(noise / k, max(1, rounds - 1), between / k, k - 1, confidence))
+    return Interval(estimate, min(float(np.exp(np.log(estimate) - reach)), pooled.lo),
+                    max(float(np.exp(np.log(estimate) + reach)), pooled.hi))
 
 
 def geomean_builds_interval(per_build_sets: list[list[list[float]]],
@@ -134,15 +145,19 @@ def geomean_builds_interval(per_build_sets: list[list[list[float]]],
     """geomean_interval over workloads when each workload's contestant had several builds: per_build_sets[w][b] is
     workload w's per-round ratios of build b. Build b's geometric mean over the workloads (of its median ratios) is
     one draw of the contestant's geometric mean (builds are independent and exchangeable, so pairing them across
-    workloads by index is as good as any); the Student-t interval over those draws is widened to the pooled
-    bootstrap interval, as in builds_interval."""
+    workloads by index is as good as any), its error from its workloads' medians' errors; the pooled bootstrap
+    interval joined with the random-effects interval over those draws, as in builds_interval."""
     pooled = geomean_interval([[v for b in builds for v in b] for builds in per_build_sets], confidence)
     counts = {len(builds) for builds in per_build_sets}
     if pooled is None or counts == {1} or len(counts) != 1:
         return pooled  # one build each, or builds that failed unevenly across workloads: rounds only
+    count = counts.pop()
     draws = [float(np.exp(np.mean([np.log(np.median(builds[b])) for builds in per_build_sets])))
-             for b in range(counts.pop())]
-    return _widened(draws, pooled, confidence)
+             for b in range(count)]
+    # a draw's error: the mean of its workloads' log medians, each with its own error
+    errors = [intervals.median_errors(builds, confidence) for builds in per_build_sets]
+    draw_errors = np.sqrt(np.sum(np.square(errors), axis=0)) / len(per_build_sets)
+    return _widened(draws, draw_errors, min(sum(map(len, builds)) for builds in per_build_sets), pooled, confidence)
 
 
 def geomean_of(rows: list[Interval]) -> Interval | None:
