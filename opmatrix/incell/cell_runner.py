@@ -183,30 +183,7 @@ class CellRunner:
             self.on_stage(jobs[0].contest, "build")
             self.on_now(f"{group}: building and checking {len(pending)} contestant(s)")
             members: list[Contestant] = []
-            while pending and not self.plan.past_deadline():
-                started = self._start(pending[0])
-                if isinstance(started, Result) and out_of_memory(started) and any(c is not base for c in members):
-                    peer = self._peer(pending[0], members)
-                    if peer is not None and peer is not base:  # a pair is timed in one block, or it is not paired
-                        peer.end()
-                        members.remove(peer)
-                        pending.insert(0, peer.job)
-                    break  # retried in the next block, with less beside it on the device
-                job = pending.pop(0)
-                if isinstance(started, Result):
-                    if job not in self.plan.partners:
-                        yield started
-                    continue
-                started.block = block
-                started.notes.extend(filter(None, [again.get(self.plan.key(job))]))
-                if job == base_job:
-                    base, twin = started, self._start_twin(job)
-                elif job not in self.plan.partners:
-                    failed = self._start_builds(started)
-                    if failed is not None:
-                        yield failed
-                        continue
-                members.append(started)
+            base, twin = yield from self._seat(pending, members, base_job, (base, twin), again, block)
             racers = members + [b for c in members for b in c.builds] \
                 + [c for c in (base, twin) if c is not None and c not in members]
             if not racers:
@@ -225,6 +202,38 @@ class CellRunner:
         if twin is not None:
             twin.end()
             self._escaped(f"the A/A twin of {group}")  # on no row: the twin has none
+
+    def _seat(self, pending: list[JobSpec], members: list[Contestant], base_job: JobSpec | None,
+              base_twin: tuple[Contestant | None, Contestant | None], again: dict, block: int):
+        """Start pending jobs into this block's `members` until none is left or the device runs out of memory (the
+        job that ran out, and the peer it is timed beside, wait for the next block). Yields the rows of jobs that
+        ended before their timing; returns the baseline and its twin (started with the baseline's job)."""
+        base, twin = base_twin
+        while pending and not self.plan.past_deadline():
+            started = self._start(pending[0])
+            if isinstance(started, Result) and out_of_memory(started) and any(c is not base for c in members):
+                peer = self._peer(pending[0], members)
+                if peer is not None and peer is not base:  # a pair is timed in one block, or it is not paired
+                    peer.end()
+                    members.remove(peer)
+                    pending.insert(0, peer.job)
+                break  # retried in the next block, with less beside it on the device
+            job = pending.pop(0)
+            if isinstance(started, Result):
+                if job not in self.plan.partners:
+                    yield started
+                continue
+            started.block = block
+            started.notes.extend(filter(None, [again.get(self.plan.key(job))]))
+            if job == base_job:
+                base, twin = started, self._start_twin(job)
+            elif job not in self.plan.partners:
+                failed = self._start_builds(started)
+                if failed is not None:
+                    yield failed
+                    continue
+            members.append(started)
+        return base, twin
 
     def _round_progress(self, group: str, racers: list[Contestant]):
         settings = self.plan.settings

@@ -37,6 +37,22 @@ def _text(value, most: int) -> str:
     return value[:most] if isinstance(value, str) else ""
 
 
+def _failure(server: Server, exc: Exception) -> Result:
+    """The row's status, phase and error for what ended a job before its timing (its worker killed, where it
+    still runs)."""
+    if isinstance(exc, ServerGone):
+        return dataclasses.replace(exc.row)
+    server.kill()
+    if isinstance(exc, Cheat):  # a wrong output on the first call is the first correctness trial's finding
+        phase = "correctness" if exc.status == status.MISMATCH and server.phase == "first_call" else server.phase
+        return Result(status=exc.status, phase=phase, error=exc.error)
+    if isinstance(exc, SpecFault):  # the spec's fault: phase `spec`, which no verdict or deployment reads as a finding
+        return Result(status=status.ENV_ERROR, phase=status.SPEC_PHASE, error=str(exc))
+    # the judge's own failure (an arena that cannot be allocated): the row says so
+    return Result(status=failure_status(exc, status.ENV_ERROR), phase=server.phase,
+                  error=f"the judge failed: {describe(exc)}")
+
+
 def _load_spec(kernels_dir: Path, kernel: str):
     """The kernel's spec; an import of it that fails is a PluginError naming the spec's file and line."""
     try:
@@ -124,68 +140,70 @@ class Starter:
 
     def start(self, job: JobSpec, group: Group, folder: Path, cache: Path, twin: bool) -> Contestant | Result:
         """A Contestant ready to time (its row so far in `.row`), or the job's row."""
-        env = self.env(job)
-        task = self.task(job, group.workload, cache)
         started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        server = (Server(task, folder, env, self.plan.rival.python, self.rival_forks) if job.rival
-                  else Server(task, folder, env, forks=self.forks))
-        label = backend_label(job.backend, job.variant) + (" (A/A twin)" if twin else "")
+        server = self._server(job, group, folder, cache, twin)
         deadline = time.monotonic() + job.timeout_s
 
         def left() -> float:
             return max(0.0, deadline - time.monotonic())
 
+        row, seats = group.row(job), []
+        try:
+            return self._ready(job, group, server, row, seats, left, started_at)
+        except Exception as exc:
+            failed = _failure(server, exc)
+        if seats:
+            _correct(row, seats[0])
+            row.input_sets, row.timed_checks = seats[0].calls, seats[0].checked
+            seats[0].close()
+        return dataclasses.replace(row, status=failed.status, phase=failed.phase, error=failed.error,
+                                   stderr_tail=server.log_tail())
+
+    def _server(self, job: JobSpec, group: Group, folder: Path, cache: Path, twin: bool) -> Server:
+        """The job's worker, started, saying while it builds what it is building and for how long."""
+        task, env = self.task(job, group.workload, cache), self.env(job)
+        server = (Server(task, folder, env, self.plan.rival.python, self.rival_forks) if job.rival
+                  else Server(task, folder, env, forks=self.forks))
+        label = backend_label(job.backend, job.variant) + (" (A/A twin)" if twin else "")
+
         def waiting(seconds: float, phase: str) -> None:
             self.on_now(f"{job.kernel} {job.workload} {job.dtype}: still building {label}, {seconds:.0f} s in phase "
                         f"{phase} (limit {job.timeout_s:g} s)")
 
-        row, seat = group.row(job), None
         server.on_wait, server.limit_s = waiting, job.timeout_s
-        try:
-            loaded = server.expect("loaded", left())
-            row.backend_version = _text(loaded.get("backend_version"), 200)
-            if self.plan.mode is Mode.COMPILE:
-                return self._compiled(server, row, left())
-            if group.spec_error:
-                raise SpecFault(group.spec_error)
-            server.phase = "build"
-            built, window = server.request({"op": "build"}, "built", left())
-            row.config, row.compile_cache = _text(built.get("config"), 100_000), _text(built.get("cache"), 200)
-            judge = group.judge_for()
-            seat = judge.seat(server, bool(loaded.get("returns_output")), left())
-            server.phase = "first_call"
-            row.compile_s = (window[1] - window[0]) + judge.first_call(seat, left())
-            server.phase = "correctness"
-            judge.trials(seat, left())
-            _correct(row, seat)
-            row.status = status.OK
-            if loaded.get("timed") is False:  # an interpreter: its timings mean nothing
-                row.timer = status.CORRECTNESS_ONLY
-                server.finish(left())
-                seat.close()
-                return dataclasses.replace(row, input_sets=seat.calls, timed_checks=seat.checked)
-            server.phase, server.on_wait, server.limit_s = "timing", None, None
-            return Contestant(job, server, seat=seat, row=row, started_at=started_at,
-                              builds_vary=loaded.get("builds_vary") is True or autotuned(row.config))
-        except ServerGone as gone:
-            failed = dataclasses.replace(gone.row)
-        except Cheat as cheat:  # a wrong output on the first call is the first correctness trial's finding
-            server.kill()
-            phase = "correctness" if cheat.status == status.MISMATCH and server.phase == "first_call" else server.phase
-            failed = Result(status=cheat.status, phase=phase, error=cheat.error)
-        except SpecFault as fault:  # the spec's fault: phase `spec`, which no verdict or deployment reads as a finding
-            server.kill()
-            failed = Result(status=status.ENV_ERROR, phase=status.SPEC_PHASE, error=str(fault))
-        except Exception as exc:  # the judge's own failure (an arena that cannot be allocated): the row says so
-            server.kill()
-            failed = Result(status=failure_status(exc, status.ENV_ERROR), phase=server.phase,
-                            error=f"the judge failed: {describe(exc)}")
-        if seat is not None:
-            _correct(row, seat)
-            row.input_sets, row.timed_checks = seat.calls, seat.checked
-            seat.close()
-        return dataclasses.replace(row, status=failed.status, phase=failed.phase, error=failed.error,
-                                   stderr_tail=server.log_tail())
+        return server
+
+    def _ready(self, job: JobSpec, group: Group, server: Server, row: Result, seats: list,
+               left: Callable[[], float], started_at: str) -> Contestant | Result:
+        """Load, build, seat (appended to `seats`, which the caller closes on a failure), first call, trials: the
+        job's Contestant, or its row where it is not to be timed (compile-only, an interpreter). Raises what
+        _failure reads."""
+        loaded = server.expect("loaded", left())
+        row.backend_version = _text(loaded.get("backend_version"), 200)
+        if self.plan.mode is Mode.COMPILE:
+            return self._compiled(server, row, left())
+        if group.spec_error:
+            raise SpecFault(group.spec_error)
+        server.phase = "build"
+        built, window = server.request({"op": "build"}, "built", left())
+        row.config, row.compile_cache = _text(built.get("config"), 100_000), _text(built.get("cache"), 200)
+        judge = group.judge_for()
+        seat = judge.seat(server, bool(loaded.get("returns_output")), left())
+        seats.append(seat)
+        server.phase = "first_call"
+        row.compile_s = (window[1] - window[0]) + judge.first_call(seat, left())
+        server.phase = "correctness"
+        judge.trials(seat, left())
+        _correct(row, seat)
+        row.status = status.OK
+        if loaded.get("timed") is False:  # an interpreter: its timings mean nothing
+            row.timer = status.CORRECTNESS_ONLY
+            server.finish(left())
+            seats.pop().close()
+            return dataclasses.replace(row, input_sets=seat.calls, timed_checks=seat.checked)
+        server.phase, server.on_wait, server.limit_s = "timing", None, None
+        return Contestant(job, server, seat=seat, row=row, started_at=started_at,
+                          builds_vary=loaded.get("builds_vary") is True or autotuned(row.config))
 
     @staticmethod
     def _compiled(server: Server, row: Result, timeout_s: float) -> Result:
