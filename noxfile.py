@@ -1,4 +1,5 @@
-"""nox sessions: `matrix` (run a matrix file), `nightly` (an upgrade check), `tests` / `unit` (the test suite).
+"""nox sessions: `matrix` (run a matrix file), `nightly` (an upgrade check), `tests` / `unit` (the test suite, whole
+or its tests/unit lane).
 
     nox -s matrix                      # matrix/default.toml
     nox -s matrix -- matrix/h200.toml  # another matrix file
@@ -90,14 +91,16 @@ TEST_PACKAGES = ("-e", ".[test]", TEST_TORCH, "tilelang==0.1.15", "triton==3.9.0
 def tests(session: nox.Session) -> None:
     """The whole test suite, against real torch, tilelang, triton, nox and Ray (CPU builds)."""
     session.install(*TEST_PACKAGES)
-    # Three test files at a time: most of the suite waits on worker processes, nox cells and Ray, not on the CPU.
-    # A file's tests stay together (module-scoped runs are shared within a file).
+    # Every lane folder of tests/ (unit, cells, golden, faults, adversarial). Three test files at a time: most of the
+    # suite waits on worker processes, nox cells and Ray, not on the CPU. A file's tests stay together (module-scoped
+    # runs are shared within a file).
     session.run("python", "-m", "pytest", "-n", "3", "--dist", "loadfile", *session.posargs)
 
 
 @nox.session(venv_backend="virtualenv", name="unit")
 def unit(session: nox.Session) -> None:
-    """The fast lane: pure unit tests (no worker processes, nox cells or Ray, no calibration over many seeds, no
-    rebuild of every committed report), under a minute on two cores."""
+    """The fast lane: tests/unit, pure unit tests (no worker processes, nox cells or Ray: tests/cells; no rebuild of
+    every committed report: tests/golden), less its calibrations over many seeds (marked `slow`), under a minute on
+    two cores."""
     session.install(*TEST_PACKAGES)
-    session.run("python", "-m", "pytest", "-n", "2", "-m", "not integration and not slow and not golden", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "2", "-m", "not slow", "tests/unit", *session.posargs)

@@ -1,6 +1,7 @@
-"""Helpers of the `opmatrix bisect` tests (test_bisect.py, test_bisect_toolchains.py): a local package index of
-hand-written wheels fakeblas 1.0 ... 1.7, where FIRST_BAD (1.5) doubles the time of the kernel's call, a project
-whose matrix installs fakeblas from that index, and the bisect command line run against it."""
+"""Helpers of the `opmatrix bisect` tests (test_bisect.py, test_bisect_toolchains.py, in tests/unit and
+tests/cells): a local package index of hand-written wheels fakeblas 1.0 ... 1.7, where FIRST_BAD (1.5) doubles the
+time of the kernel's call, a project whose matrix installs fakeblas from that index, the same matrix over a
+rollout's three named toolchains (FLEET), and the bisect command line run against it."""
 import base64
 import hashlib
 import io
@@ -133,3 +134,20 @@ def fakeblas_project(tmp_path_factory) -> tuple[Path, Path]:
 def bisect_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "opmatrix", "bisect", str(root / "m.toml"), "--package", "fakeblas",
                            "--reports", str(root / "reports"), *args], capture_output=True, text=True, timeout=600)
+
+
+FLEET = {"stable": "1.0", "canary": "1.4", "nightly": "1.6"}  # three steps of a rollout, named toolchains
+
+
+def fleet_matrix(root: Path) -> Path:
+    """The project's matrix with the rollout's three toolchains in place of its one (each its own pins and an
+    environment variable of its own, as a rollout step that changes more than one package would have)."""
+    text = (root / "m.toml").read_text()
+    head, _, tail = text.partition("[[toolchain]]")
+    find_links = next(line for line in tail.splitlines() if line.strip().startswith("find_links"))
+    kernel = tail[tail.index("[[kernel]]"):]
+    toolchains = "".join(f'[[toolchain]]\nname = "{name}"\nsystem = true\npackages = ["fakeblas=={v}"]\n'
+                         f'{find_links.strip()}\nenv = {{ ROLLOUT_STEP = "{name}" }}\n\n' for name, v in FLEET.items())
+    path = root / "fleet.toml"
+    path.write_text(head + toolchains + kernel)
+    return path

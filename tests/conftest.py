@@ -1,4 +1,5 @@
-"""Fixtures shared by the test modules. Helpers (probe kernels, plugin folders, worker runs) are in tests/helpers.py."""
+"""Fixtures shared by the test modules of every lane folder (unit/, cells/, golden/, faults/, adversarial/: see
+tests/unit/test_lanes.py). Helpers (probe kernels, plugin folders, worker runs) are in tests/helpers.py."""
 import os
 import textwrap
 from pathlib import Path
@@ -52,46 +53,48 @@ def html_pages():
 # is off, below): the longest files go first, and the many short ones fill in beside them. A file not listed keeps
 # its place after these. Only the order changes. Seconds: the file's setup + call + teardown in the quiet suite run
 # of 2026-12-02 (`-n 3 --dist loadfile` on the 2-core machine, 470 s wall, 801 passed; --durations' top 60, so a
-# lower bound for a file of many short tests), except where noted.
+# lower bound for a file of many short tests), except where noted. A file split since into its unit half and its
+# cells (or golden) half lends its figure to the half that took that time; tests/unit/test_lanes.py checks that
+# every file named here exists.
 LONGEST_FIRST = {
-    "tests/test_ray_cluster.py": 92,
-    "tests/test_bisect.py": 81,  # six probes, each a real run of two nox cells
-    "tests/test_paired_timing.py": 76,
-    "tests/test_compile_only_cells.py": 75,  # with test_compile_only_hopper.py: 114 s as one file in that run,
-    "tests/test_compile_only_hopper.py": 75,  # 82 s alone -> 55 + 56 s side by side (-n 2): scaled to the suite
-    "tests/test_kernels_model_ops.py": 71,
-    "tests/test_ray_embedded.py": 62,
+    "tests/cells/test_ray_cluster.py": 92,
+    "tests/cells/test_bisect.py": 81,  # six probes, each a real run of two nox cells
+    "tests/cells/test_paired_timing.py": 76,
+    "tests/cells/test_compile_only_cells.py": 75,  # with test_compile_only_hopper.py: 114 s as one file in that run,
+    "tests/cells/test_compile_only_hopper.py": 75,  # 82 s alone -> 55 + 56 s side by side (-n 2): scaled to the suite
+    "tests/cells/test_kernels_model_ops.py": 71,
+    "tests/cells/test_ray_embedded.py": 62,
     "tests/faults/test_run_faults.py": 56,
-    "tests/test_bisect_toolchains.py": 55,  # its other two bisections (four probes), split off to run beside it
-    "tests/test_default_style_cpu.py": 48,
+    "tests/cells/test_bisect_toolchains.py": 55,  # its other two bisections (four probes), split off to run beside it
+    "tests/cells/test_default_style_cpu.py": 48,
     "tests/faults/test_disk_full_faults.py": 40,
     "tests/faults/test_runner_faults.py": 39,
-    "tests/test_resume.py": 38,
-    "tests/test_contestants_cells.py": 40,  # 17 s, and 23 s for the CuTe DSL flash attention builds (587a7f5)
-    "tests/test_contestants_flash_attention.py": 37,
-    "tests/test_nox_cells.py": 33,
-    "tests/test_upgrade_cells.py": 32,
+    "tests/cells/test_resume.py": 38,
+    "tests/cells/test_contestants_cells.py": 40,  # 17 s, and 23 s for the CuTe DSL flash attention builds (587a7f5)
+    "tests/cells/test_contestants_flash_attention.py": 37,
+    "tests/cells/test_nox_cells.py": 33,
+    "tests/cells/test_upgrade_cells.py": 32,
     "tests/faults/test_ray_signal_faults.py": 29,
-    "tests/test_upgrade_compare.py": 27,
-    "tests/test_fleet_ray.py": 27,
+    "tests/unit/test_upgrade_compare.py": 27,
+    "tests/cells/test_fleet_ray.py": 27,
     "tests/faults/test_run_kill_faults.py": 25,
-    "tests/test_reports.py": 25,  # 40 golden rebuilds of < 1 s each (none in the top 60; 25 s of CPU): not last
-    "tests/test_installed.py": 20,
-    "tests/test_isolation.py": 19,
-    "tests/test_validate.py": 18,  # many short tests, none in the top 60: the old figure's order kept
-    "tests/test_report_html.py": 18,  # the same
-    "tests/test_contestants_cpu_cells.py": 17,
-    "tests/test_kernels_model_ops_h200.py": 17,
-    "tests/test_compile_cache.py": 16,
+    "tests/golden/test_reports.py": 25,  # 40 golden rebuilds of < 1 s each (none in the top 60; 25 s of CPU): not last
+    "tests/cells/test_installed.py": 20,
+    "tests/cells/test_isolation.py": 19,
+    "tests/cells/test_validate.py": 18,  # many short tests, none in the top 60: the old figure's order kept
+    "tests/unit/test_report_html.py": 18,  # the same
+    "tests/cells/test_contestants_cpu_cells.py": 17,
+    "tests/cells/test_kernels_model_ops_h200.py": 17,
+    "tests/cells/test_compile_cache.py": 16,
     "tests/faults/test_text_injection.py": 16,
     "tests/faults/test_kernel_faults.py": 15,
     "tests/faults/test_address_faults.py": 14,
-    "tests/test_calibration.py": 13,
+    "tests/unit/test_calibration.py": 13,
     "tests/faults/test_end_of_run_faults.py": 11,
-    "tests/test_worker_elementwise.py": 10,
+    "tests/cells/test_worker_elementwise.py": 10,
     "tests/adversarial/test_adversarial_cpu.py": 8,
-    "tests/test_job_scratch.py": 7,
-    "tests/test_verdicts.py": 7,
+    "tests/cells/test_job_scratch.py": 7,
+    "tests/unit/test_verdicts.py": 7,
 }
 
 

@@ -1,10 +1,13 @@
 """Helpers of issue 31's contestant tests (test_contestants_kit.py, test_contestants_cells.py,
-test_contestants_cpu_cells.py, test_contestants_flash_attention.py): the devices they build for, and one matrix run
-on this CPU host whose toolchain layers a contestant's packages over this interpreter (a real nox cell
-environment), its rows by (kernel, backend, device, variant)."""
+test_contestants_cpu_cells.py, test_contestants_flash_attention.py, in tests/unit and tests/cells): the devices they
+build for, the shipped flash attention's implementations and workloads, and one matrix run on this CPU host whose
+toolchain layers a contestant's packages over this interpreter (a real nox cell environment), its rows by (kernel,
+backend, device, variant)."""
 import pandas as pd
 
+from opmatrix import paths
 from opmatrix.core.jobs import DeviceInfo
+from opmatrix.incell import plugins
 from opmatrix.run import run
 from opmatrix.scheduling.local import LocalScheduler
 
@@ -13,6 +16,13 @@ B200 = DeviceInfo("b200", "nvidia", "sm_100", "B200")
 A100 = DeviceInfo("a100", "nvidia", "sm_80", "A100")
 MI300X = DeviceInfo("mi300x", "amd", "gfx942", "MI300X")
 CPU = DeviceInfo("cpu", "cpu", "x86_64", "CPU")
+
+FLASH_WORKLOADS = plugins.load_spec(paths.BUILTIN_KERNELS, "flash_attention").WORKLOADS
+
+
+def flash_attention(backend: str):
+    """The shipped flash attention's implementation for `backend` (kernels/flash_attention/<backend>.py)."""
+    return plugins.load_impl(paths.BUILTIN_KERNELS, "flash_attention", backend)
 
 # the devices a run_layered matrix may name
 DEVICES = {

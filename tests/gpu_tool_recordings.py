@@ -1,11 +1,11 @@
 """What Nsight Compute and compute-sanitizer printed on an H100 (tests/data/gpu_tools_h100/, recorded by
 lab/capture_profiler_outputs.sh), for the tests of issue 47's parsers and tools (test_gpu_tool_output.py,
-test_gpu_tools.py)."""
+test_gpu_tools.py, in tests/unit)."""
 from __future__ import annotations
 
-from pathlib import Path
+from tests import helpers
 
-DATA = Path(__file__).parent / "data" / "gpu_tools_h100"
+DATA = helpers.DATA / "gpu_tools_h100"
 
 
 def recorded(name: str) -> tuple[str, int]:

@@ -2,7 +2,8 @@
 judge as the cell runner starts it, the default matrix's shape run on this host, and a report's rows and a progress
 view's plans made without a run. Helpers of one group of test modules sit in modules of their own beside this one
 (helpers_ray.py, report_pages.py, bisect_project.py, contestants.py, model_ops.py, verdict_runs.py,
-gpu_tool_recordings.py): no test module imports another (tests/test_layering.py)."""
+gpu_tool_recordings.py, ...): no test module imports another (tests/unit/test_layering.py). The test modules live
+in the lane folders below tests/ (tests/unit/test_lanes.py); the data they read stays here, named once below."""
 from __future__ import annotations
 
 import contextlib
@@ -21,6 +22,9 @@ from opmatrix.incell.rounds import Contestant
 from opmatrix.incell.timed_rows import judged
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+DATA = TESTS / "data"  # recordings and other inputs the tests read, whatever lane folder they are in
+GPU_TOOL_KERNELS = TESTS / "gpu_tools" / "kernels"  # the planted kernel of the GPU-tool tests (gpu_tools/README.md)
 # A lightweight probe operator for scheduling and isolation tests: out = 2 * x on CPU tensors, whatever the device.
 PROBE_SPEC = '''
 WORKLOADS = {"small": {"n": 4096, "sleep": 0}, "quick": {"n": 256, "sleep": 0}, "slow": {"n": 256, "sleep": 8}}

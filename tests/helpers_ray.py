@@ -1,6 +1,6 @@
-"""Helpers of the Ray tests (test_ray_cluster.py, test_ray_embedded.py): Ray's multi-node test cluster, a
-lightweight kernel whose cells still go the real path (Ray task -> nox environment -> cell runner -> workers), and a
-driver loop that records when each result arrives."""
+"""Helpers of the Ray tests (test_ray_cluster.py, test_ray_embedded.py, in tests/cells): Ray's multi-node test
+cluster, a lightweight kernel whose cells still go the real path (Ray task -> nox environment -> cell runner ->
+workers), and a driver loop that records when each result arrives."""
 import os
 import textwrap
 import time

@@ -1,4 +1,4 @@
-"""Helpers of the Llama decoder's memory-bound ops tests (test_kernels_model_ops.py on the CPU,
+"""Helpers of the Llama decoder's memory-bound ops tests (tests/cells: test_kernels_model_ops.py on the CPU,
 test_kernels_model_ops_h200.py for an H200 no host has): the three kernels' matrix, run for real on this host."""
 import pandas as pd
 

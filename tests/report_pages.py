@@ -1,4 +1,5 @@
-"""Helpers of the HTML report tests: a real stored run made hostile, and a parse of a page's markup."""
+"""Helpers of the HTML report tests (test_report_html.py in tests/unit and tests/golden, test_report_browser.py in
+tests/cells): a real stored run made hostile, a parse of a page's markup, and the megabyte pages are weighed in."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ from pathlib import Path
 from opmatrix import paths
 from opmatrix.store import RESULTS_JSONL
 
+MB = 1024 * 1024
 RUN = "nightly-20261130-101538"  # a real CPU nightly: verdicts, a [[compare]], paired timing, ceilings
 EVIL_KERNEL = "k<script>document.title='pwned'</script>"
 EVIL_BACKEND = "b</table><script>window.pwned=1</script>"

@@ -1,4 +1,4 @@
-"""Runs whose verdict is known, made without running anything (test_verdicts.py, test_deployments.py,
+"""Runs whose verdict is known, made without running anything (tests/unit: test_verdicts.py, test_deployments.py,
 test_gpu_tools.py): one cell's paired timed rows with true speed-ups, rounds sharing a drift factor and each burst
 its own noise, and the verdict the rules give them; a stored run folder with its verdicts.json."""
 import json

@@ -134,7 +134,7 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong
     then O += P_{k-1} V_{k-1} (P from registers), wait for the first (wait_wgmma(1)), run the masking and the online
     softmax of block k while the second is in flight, then wait for it, rescale O and convert S to P. The first
     block is peeled: a loop whose first trip issues one batch and its others two makes ptxas serialise every wgmma
-    (C7514; tests/test_compile_only_cells.py builds it for sm_90a and reads ptxas' report).
+    (C7514; tests/cells/test_compile_only_cells.py builds it for sm_90a and reads ptxas' report).
     `pingpong`: FA3's scheduling between the two consumer warpgroups on top: a warpgroup issues its wgmmas only
     after the other has issued its own (two named barriers, bar.sync / bar.arrive), so one warpgroup's softmax
     runs while the other's GEMMs hold the tensor cores.

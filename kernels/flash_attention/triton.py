@@ -21,7 +21,7 @@ block sizes trade MMA size and K/V reuse against registers (128x128 with fp32 ac
 limit) and shared memory (3 stages of 128x128 K and V tiles is 192 KB plus Q), the stages the load latency.
 Configurations that do not fit are pruned by the autotuner at run time.
 Verified here: the interpreter (TRITON_INTERPRET=1) matches the fp64 reference on small causal and
-non-causal, even and ragged shapes (tests/test_kernels_*); triton_compile_for builds sm_90 cubins for all
+non-causal, even and ragged shapes (tests/cells/test_kernels_*); triton_compile_for builds sm_90 cubins for all
 four H200 workloads whose PTX has wgmma. On the H200, against cuDNN and SDPA's FA2 backend:
 reports/20261130-h200-strong-flash/NOTES.md (docs/results.md).
 """

@@ -9,8 +9,9 @@ The judge (opmatrix.incell.judge) knows what it handed over and what it observed
   its own: they must lie inside the time between its request and the reply, in order (`clock_fault`). A clock the
   contestant slowed or shifted lands outside.
 - CPU time, as the kernel accounts it for the worker's process and its children (`Accounts`): during a burst at
-  most the toolchain's thread count times the time the calls took (more: the calls ran threads the toolchain does
-  not allow, or the marks hide work); between its bursts, nearly none (a contestant working while the others are
+  most the toolchain's thread count times the time its busiest thread ran (more: the calls ran threads the
+  toolchain does not allow, or the marks hide work; on a busy machine the busiest thread runs for less than the
+  burst's wall time, and so do the others); between its bursts, nearly none (a contestant working while the others are
   timed finishes its own work late, or slows theirs).
 - The calls' times themselves (`uneven`): a burst where a few calls take the time and most take almost none is one
   call doing several calls' work (batch-and-skip).
@@ -65,6 +66,7 @@ ALONE_AMONG, ALONE_SLOWER, ALONE_BURSTS, ALONE_MIN_MS = 3, 2.0, 8, 0.1
 CHECK_BUDGET = 0.25  # the references of a round's checked calls may cost this share of the round's timed time
 MIN_CHECKED = 2  # calls checked per burst, at least (all of them where a burst has fewer)
 CATCH_SHARE = 0.1  # rows state the chance that wrong outputs on this share of the timed calls would be caught
+CATCH_WANTED = 0.99  # every row is checked at least enough for this chance (on the CPU's default 10 rounds: 44 checks)
 MEMORY_HEADROOM = 0.5  # the judge's buffers take at most this share of the free memory where they live
 
 
@@ -167,6 +169,11 @@ def choose_checked(calls: int, warm: int, wanted: int, rng: random.Random) -> li
     return sorted(chosen)
 
 
+def checks_for(chance: float = CATCH_WANTED, share: float = CATCH_SHARE) -> int:
+    """How many checked calls give `chance` of seeing wrong outputs on a random `share` of a row's calls."""
+    return math.ceil(math.log(1.0 - chance) / math.log(1.0 - share))
+
+
 def miss_chance(calls: int, checked: int, share: float = CATCH_SHARE) -> float:
     """The chance that `checked` calls chosen at random from `calls` all miss the ceil(share x calls) wrong ones."""
     wrong = math.ceil(share * calls)
@@ -195,21 +202,53 @@ def process_cpu_s(pid: int) -> float | None:
     """CPU seconds of a process (every thread, the finished ones included) and of its live children, as the kernel
     accounts them (the process CPU clock of another process: clock_gettime on its pid's clock id); None when the
     process is gone."""
-    total, seen = 0.0, set()
+    total = 0.0
+    for current in _tree(pid):
+        try:
+            total += time.clock_gettime((~current << 3) | 2)
+        except (OSError, OverflowError):
+            if current == pid:
+                return None
+    return total
+
+
+def thread_cpu_s(pid: int) -> dict[tuple[int, int], float]:
+    """CPU seconds each live thread of a process and of its live children has run so far, by (process, thread), as
+    the kernel's scheduler keeps them (/proc/<pid>/task/<tid>/schedstat, in nanoseconds); {} where unreadable."""
+    found = {}
+    for current in _tree(pid):
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/schedstat") as fh:
+                    found[(current, int(task))] = int(fh.read().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def busiest_thread_s(before: dict, after: dict) -> float | None:
+    """The most CPU any one thread ran between two thread_cpu_s readings (a thread born between them counts from
+    0); None where neither reading saw a thread."""
+    if not before or not after:
+        return None
+    return max((after[k] - before.get(k, 0.0) for k in after), default=None)
+
+
+def _tree(pid: int):
+    """A process and its live descendants, each once."""
+    seen = set()
     stack = [pid]
     while stack:
         current = stack.pop()
         if current in seen:
             continue
         seen.add(current)
-        try:
-            total += time.clock_gettime((~current << 3) | 2)
-        except (OSError, OverflowError):
-            if current == pid:
-                return None
-            continue
+        yield current
         stack.extend(_children(current))
-    return total
 
 
 def _children(pid: int) -> list[int]:
@@ -260,8 +299,11 @@ class Accounts:
         self.last_cpu_s, self.last_end = cpu_s, now
 
     def burst(self, samples: list[float], marks: list[float], window: tuple[float, float], cpu_s: float | None,
-              gap_allowance_s: float) -> str:
-        """Record one burst; '' or why it cannot be right on its own (more cores than pinned)."""
+              gap_allowance_s: float, busiest_s: float | None = None) -> str:
+        """Record one burst; '' or why it cannot be right on its own (more cores than pinned). The CPU it used is
+        weighed against the time its busiest thread ran (`busiest_s`), where known, not against the wall time: on
+        a busy machine two threads that each ran half the burst used one core's worth of CPU in all, and only
+        their overlap shows that more than one ran."""
         self.bursts += 1
         self.uneven_bursts += uneven(samples)
         if not self.device_is_cpu:
@@ -275,9 +317,11 @@ class Accounts:
         if span > 0:
             self.unaccounted.append(max(0.0, span - called - gap_allowance_s) / span)
         wall = window[1] - window[0]
-        if cpu_s is not None and wall > 0 and cpu_s - CPU_SLACK_S > (self.threads + CORE_SLACK) * wall:
-            return (f"used {cpu_s / wall:.2f} cores while its burst was timed ({cpu_s * 1e3:.1f} ms of CPU in "
-                    f"{wall * 1e3:.1f} ms), where the toolchain pins {self.threads} thread(s)")
+        ran = wall if busiest_s is None else min(wall, busiest_s)
+        if cpu_s is not None and ran > 0 and cpu_s - CPU_SLACK_S > (self.threads + CORE_SLACK) * ran:
+            return (f"used {cpu_s / ran:.2f} cores while its burst was timed ({cpu_s * 1e3:.1f} ms of CPU while its "
+                    f"busiest thread ran {ran * 1e3:.1f} ms, in {wall * 1e3:.1f} ms), where the toolchain pins "
+                    f"{self.threads} thread(s)")
         return ""
 
     def alone(self, own_ms: float, others_ms: list[float], placebo_ms: float | None = None) -> None:

@@ -180,7 +180,8 @@ class Judge:
         contestant caught is gone (ServerGone with its row's status), like one that died."""
         seat = contestant.seat
         calls, warm = self.plans[id(seat)]
-        checked = sorted([i for i in self.order if warm <= i < calls][:self.checks_wanted]
+        wanted = max(self.checks_wanted, seat.checks_owed(self.settings.rounds))
+        checked = sorted([i for i in self.order if warm <= i < calls][:wanted]
                          + [i for i in self.order if i < warm][:1])
         sets = list(range(calls))
         alone = None
@@ -189,6 +190,7 @@ class Judge:
             sets[alone] = self.private[id(seat)]
         try:
             timed = seat.run(self.round, calls, warm, checked, timeout_s, None, sets=sets, alone=alone)
+            seat.rounds_run += 1
         except Cheat as cheat:
             seat.server.kill()
             raise ServerGone(Result(status=cheat.status, phase="timing", error=cheat.error)) from None
@@ -235,6 +237,7 @@ class Seat:
         self.estimate_ms: float | None = None
         self.timer = ""
         self.timed_ms = self.waited_ms = 0.0  # its timed calls' wall time, and how much of it waited for a core
+        self.rounds_run = 0  # its bursts in the rounds
 
     def run(self, contents: Contents, calls: int, warm: int, checked: list[int], timeout_s: float,
             verdict: correctness.Verdict | None, first: bool = False, sets: list[int] | None = None,
@@ -249,17 +252,20 @@ class Seat:
         values = self._fill(contents, sets)
         self.judge_s += time.perf_counter() - started
         pid = self.server.proc.pid
+        threads_before = integrity.thread_cpu_s(pid) if self.judge.is_cpu else {}
         cpu_before, delay_before = self.server.cpu_s(), measure.thread_run_delay_s(pid)
         self.accounts.before(cpu_before, time.perf_counter())
         reply, window = self.server.request({"op": "calls", "slots": list(range(calls)), "values": values,
                                              "first": first}, "called", timeout_s)
         cpu_after, delay_after = self.server.cpu_s(), measure.thread_run_delay_s(pid)
+        threads_after = integrity.thread_cpu_s(pid) if self.judge.is_cpu else {}
         self.accounts.after(cpu_after, window[1])
         started = time.perf_counter()
         try:
             seen = {index: self._snapshot(index) for index in checked}  # before anything else can change them
             samples = self._observed(reply, calls, window, None if None in (cpu_before, cpu_after)
-                                     else cpu_after - cpu_before)
+                                     else cpu_after - cpu_before,
+                                     integrity.busiest_thread_s(threads_before, threads_after))
             waited = self._waited(reply, samples, None if None in (delay_before, delay_after)
                                   else delay_after - delay_before)
             for index in checked:
@@ -295,7 +301,8 @@ class Seat:
             _torch().cuda.synchronize()  # the judge's writes are done before the worker reads
         return values
 
-    def _observed(self, reply: dict, calls: int, window: tuple[float, float], cpu_s: float | None) -> list[float]:
+    def _observed(self, reply: dict, calls: int, window: tuple[float, float], cpu_s: float | None,
+                  busiest_s: float | None = None) -> list[float]:
         """The worker's samples, once what it reported agrees with what the judge observed itself."""
         samples = reply.get("samples_ms")
         if (not isinstance(samples, list) or len(samples) != calls
@@ -313,7 +320,7 @@ class Seat:
         if not fault:
             allowance = calls * integrity.GAP_MS_PER_CALL / 1e3 + (
                 calls * self.judge.out_bytes / (integrity.COPY_GB_S * 1e9) if self.returns_output else 0.0)
-            fault = self.accounts.burst(samples, marks, window, cpu_s, allowance)
+            fault = self.accounts.burst(samples, marks, window, cpu_s, allowance, busiest_s)
         if fault:
             raise Cheat(status.SUSPECT, fault)
         return [float(s) for s in samples]
@@ -365,6 +372,12 @@ class Seat:
         """Once the rounds are over: a row for what its bursts together show, else None."""
         found = self.accounts.verdict(self.judge.burst_overhead_ms())
         return None if found is None else Result(status=found[0], phase="timing", error=found[1])
+
+    def checks_owed(self, rounds: int) -> int:
+        """Checks this seat's next burst takes at least, so that by the last of `rounds` its row has
+        integrity.checks_for() of them (its bursts' warm-up checks counted), however few its bursts' budgets allow."""
+        missing = integrity.checks_for() - self.checked
+        return max(0, math.ceil(missing / max(1, rounds - self.rounds_run)))
 
     def catch_chance(self, share: float = integrity.CATCH_SHARE) -> float:
         """The chance that wrong outputs on a random `share` of its calls would have been seen by its checks."""

@@ -19,7 +19,7 @@ segments (the spread left once each level is taken out; sharper than the MAD wit
 segmentation at PENALTY (in units of σ²), with σ never below NOISE_FLOOR. A shift needs MIN_NIGHTS = 2 nights on
 its new level: one odd night is an outlier, not a shift, and tonight's regression is named tomorrow.
 PENALTY = 29 was calibrated on log-normal noise of 2 % sd (the scaling makes it hold for any sd above the floor;
-tests/test_history.py re-measures it; here 10 000 pure-noise series per length, 4 000 per planted step):
+tests/unit/test_history.py re-measures it; here 10 000 pure-noise series per length, 4 000 per planted step):
 - false alarms, the share of pure-noise series with any change point: 0.6 % at 10 nights, 0.5 % at 12, 0.3 % at
   15, 0.1 % at 20 to 25, under 0.01 % from 30 to 60 nights; 0.07 % over lengths drawn from 10 to 60. Short series
   are the hard case: their noise is estimated from few nights;

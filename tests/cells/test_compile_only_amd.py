@@ -4,7 +4,8 @@ instructions, the compiler's resource report) and never run.
 
 The compiler comes from the system (Debian's clang-22, lld-22 and llvm-22, installed by .ci/run); HIP's headers and
 device libraries from the Triton wheel of the test environment. Without them the builds are skipped with the reason,
-except under CI (CI=true), where they fail: a compile-only test that silently skips in CI proves nothing."""
+except under CI (CI=true), where they fail: a compile-only test that silently skips in CI proves nothing. Reading
+clang's resource report without a build: tests/unit/test_compile_only_amd.py."""
 import os
 import re
 
@@ -17,20 +18,6 @@ from opmatrix.kit import amdgcn
 
 MI300X = DeviceInfo("mi300x", "amd", "gfx942", "MI300X")
 MI250X = DeviceInfo("mi250x", "amd", "gfx90a", "MI250X")
-
-# clang 22's -Rpass-analysis=kernel-resource-usage remarks for one kernel (its gfx942 gemm_relu build)
-REMARKS = """\
-kernel.cpp:10:1: remark: Function Name: gemm_relu_kernel [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     TotalSGPRs: 80 [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     VGPRs: 245 [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     AGPRs: 0 [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     ScratchSize [bytes/lane]: 0 [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     Dynamic Stack: False [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     Occupancy [waves/SIMD]: 2 [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     SGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     VGPRs Spill: 3 [-Rpass-analysis=kernel-resource-usage]
-kernel.cpp:10:1: remark:     LDS Size [bytes/block]: 0 [-Rpass-analysis=kernel-resource-usage]
-"""
 
 
 @pytest.fixture(scope="module")
@@ -87,19 +74,3 @@ def test_without_the_compiler_the_row_lowers_and_says_what_is_missing(monkeypatc
                         r"code object: apt-get install --no-install-recommends clang-22 lld-22 llvm-22 .*",
                         lowered.what), lowered.what
     assert "\n" not in lowered.what
-
-
-def test_the_resource_report_and_the_row_text():
-    facts = amdgcn.resources(REMARKS)
-    assert facts == {"sgprs": 80, "vgprs": 245, "agprs": 0, "scratch_bytes": 0, "occupancy": 2, "sgpr_spills": 0,
-                     "vgpr_spills": 3, "lds_bytes": 0}
-    facts.update(mfma=128, lds_bytes=67584, lds_limit_bytes=65536)
-    assert amdgcn.text(facts) == (" using MFMA (128 v_mfma), 245 VGPRs, 0 AGPRs, 80 SGPRs, 67584 bytes of LDS (over "
-                                  "the 65536 a workgroup may have: it would not launch), 3 VGPRs spilled, occupancy "
-                                  "2 waves/SIMD")
-    # a kernel whose calls were left unresolved reports expressions, not numbers: those fields are left out
-    assert amdgcn.resources("k.cpp:1:1: remark:     VGPRs: k.num_vgpr [-Rpass-analysis=kernel-resource-usage]") == {}
-
-
-def test_the_isa_version_the_device_libraries_read():
-    assert [amdgcn.isa_version(arch) for arch in ("gfx90a", "gfx942", "gfx950", "gfx908")] == [9010, 9402, 9500, 9008]

@@ -8,7 +8,7 @@ pytest-xdist runs it beside this one).
 cuTile (cuda-tile + tileiras): test_contestants_flash_attention.py, one cell for its rmsnorm, gemm_relu and flash
 attention and Gluon's flash attention (one environment, one cell runner).
 FlashInfer (~850 MB, ~170 s to install) is left to the committed run reports/20261202-cpu-contestants, whose rows
-test_contestants_run.py reads from disk."""
+tests/unit/test_contestants_run.py reads from disk."""
 import re
 
 import pytest

@@ -4,24 +4,14 @@ as sm_100 cubins, and the flash attentions of kernels/flash_attention/cutile.py 
 sm_100 cubin each, the arch read from the binary (one environment and one cell runner for all of them: the cuTile
 rmsnorm and gemm_relu test was test_contestants_cells.py's, with its own cell over the same packages). Gluon's ragged
 and non-causal paths and its Hopper `wgmma` variant compile too; what the kernels do not cover is refused with the
-reason. Their numerics need a GPU: neither DSL has a CPU mode, so no row here is `ok`."""
+reason (without a build: tests/unit/test_contestants_flash_attention.py). Their numerics need a GPU: neither DSL has a
+CPU mode, so no row here is `ok`."""
 import json
 import re
 
 import pytest
 
-from opmatrix import paths
-from opmatrix.incell import plugins
-from opmatrix.incell.plugins import Unsupported
-from tests.contestants import B200, CPU, H200, MI300X, by_key, run_layered
-
-
-def _impl(backend: str):
-    return plugins.load_impl(paths.BUILTIN_KERNELS, "flash_attention", backend)
-
-
-WORKLOADS = plugins.load_spec(paths.BUILTIN_KERNELS, "flash_attention").WORKLOADS
-
+from tests.contestants import B200, FLASH_WORKLOADS as WORKLOADS, H200, by_key, flash_attention, run_layered
 
 TILE_PACKAGES = ["cuda-tile==1.7.0", "nvidia-cuda-tileiras==13.5.37"]
 # cuTile's rmsnorm and gemm_relu are asked of the B200 alone (the one the test reads)
@@ -80,28 +70,10 @@ def test_cutile_and_gluon_flash_attention_become_hopper_and_blackwell_cubins_in_
 
 @pytest.mark.integration
 def test_gluon_flash_attention_compiles_its_ragged_and_non_causal_paths():
-    gluon = _impl("gluon")
+    gluon = flash_attention("gluon")
     for name in ("b1_h2_s127_d64_causal", "b1_h32_s8192_d128"):
         for device, variant, arch in ((H200, "default", "sm_90 cubin"), (B200, "default", "sm_100 cubin"),
                                       (H200, "wgmma", "sm_90 cubin using wgmma")):
             built = gluon.compile_for(WORKLOADS[name], "float16", device, variant)
             assert built.status == "compiles" and built.what.startswith(arch), built.what  # no registers: cached
             assert built.config["EVEN"] == (name == "b1_h32_s8192_d128")  # 127 rows: masked loads and stores
-
-
-def test_the_tile_dsl_flash_attentions_refuse_what_they_do_not_cover():
-    causal = WORKLOADS["b8_h32_s4096_d128_causal"]
-    wide = dict(causal, head_dim=256)
-    gluon, tile = _impl("gluon"), _impl("cutile")
-    with pytest.raises(Unsupported, match="tf32"):
-        gluon.compile_for(causal, "float32", H200, "default")
-    with pytest.raises(Unsupported, match="MFMA"):
-        gluon.compile_for(causal, "bfloat16", MI300X, "default")
-    with pytest.raises(Unsupported, match="sm_90 only"):
-        gluon.compile_for(causal, "bfloat16", B200, "wgmma")
-    with pytest.raises(Unsupported, match="head_dim 256"):
-        gluon.compile_for(wide, "bfloat16", B200, "default")
-    with pytest.raises(Unsupported, match="head_dim 256"):
-        tile.compile_for(wide, "bfloat16", H200, "default")  # refused before cuda.tile is imported
-    assert "no CPU mode" in plugins.load_backend(paths.BUILTIN_BACKENDS, "gluon").covers(CPU)
-    assert "NVIDIA GPUs only" in plugins.load_backend(paths.BUILTIN_BACKENDS, "cutile").covers(CPU)

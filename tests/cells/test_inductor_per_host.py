@@ -3,7 +3,8 @@
 a job with a cold folder of its own, detect, prepare and compile a CPU kernel with real torch: the ISA test programs
 are built once into the host's folder, only loaded the second time, and never land in a job's folder, which is
 inductor's folder again afterwards; the header is built in the host's folder at most once, and the header each job's
-build used is the host's (a hard link to it), never one the job built inside its timing."""
+build used is the host's (a hard link to it), never one the job built inside its timing. When the host's folder
+cannot serve: tests/unit/test_inductor_per_host.py."""
 import json
 import os
 import platform
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from opmatrix.incell import host_cache
-from opmatrix.kit import inductor_header, inductor_isa, scoped_env
+from opmatrix.kit import inductor_header, inductor_isa
 
 MARKER = "__avx_chk_kernel"  # the function of inductor's ISA test program (torch._inductor.cpu_vec_isa)
 JOB = """
@@ -80,50 +81,3 @@ def test_the_isa_programs_and_the_header_are_built_once_per_host_and_never_in_a_
         assert in_job and set(in_job) >= set(answer["linked"]), (job, in_job, answer)
         # every header in the job's folder is the host's: its build found the one it hashes to and built none
         assert {inode for inode, _ in in_job.values()} <= host_inodes, (job, in_job, headers)
-
-
-def test_a_host_folder_that_cannot_be_made_leaves_the_probe_to_the_job(tmp_path, monkeypatch):
-    """A cache root that is a file (a read-only or odd home): nothing detected here, inductor's folder untouched,
-    no error; the job's build probes in its own folder as before."""
-    (tmp_path / "file").write_text("")
-    monkeypatch.setenv(host_cache.ROOT_ENV, str(tmp_path / "file"))
-    monkeypatch.setenv(inductor_isa.CACHE_ENV, str(tmp_path / "job"))
-    assert inductor_isa.detect() == []
-    assert os.environ[inductor_isa.CACHE_ENV] == str(tmp_path / "job")
-
-
-def test_a_host_folder_that_cannot_be_made_leaves_the_header_to_the_job(tmp_path, monkeypatch):
-    """The same for the precompiled header: nothing is linked, no error; the job's build precompiles its own."""
-    (tmp_path / "file").write_text("")
-    monkeypatch.setenv(host_cache.ROOT_ENV, str(tmp_path / "file"))
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "job-tmp"))
-    assert inductor_header.prepare() == []
-    assert not (tmp_path / "job-tmp").exists()
-
-
-@pytest.mark.parametrize("before", [None, "the job's folder"])
-def test_a_scoped_variable_is_put_back_as_it_was(monkeypatch, before):
-    """kit.scoped_env.variable, which the probe and the TileLang helpers set their compilers' variables with: set
-    within the block, then restored, or removed when it was unset, also when the block raises."""
-    name = "OPMATRIX_TEST_SCOPED"
-    if before is None:
-        monkeypatch.delenv(name, raising=False)
-    else:
-        monkeypatch.setenv(name, before)
-    with pytest.raises(RuntimeError), scoped_env.variable(name, "inside"):
-        assert os.environ[name] == "inside"
-        raise RuntimeError
-    assert os.environ.get(name) == before
-
-
-def test_a_header_build_that_fails_says_why_in_the_hosts_folder_and_is_not_tried_again(tmp_path, monkeypatch):
-    """The host's build makes no header (here its process exits with an error): prepare links nothing, no error,
-    the reason is kept beside where the header would be, and the next job does not pay a second attempt."""
-    monkeypatch.setenv(host_cache.ROOT_ENV, str(tmp_path / "cache"))
-    monkeypatch.setattr(inductor_header, "WARM_UP", "import sys; sys.exit('no C++ compiler today')")
-    tried, build = [], inductor_header._build
-    monkeypatch.setattr(inductor_header, "_build", lambda host: (tried.append(host), build(host)))
-    assert inductor_header.prepare() == [] and inductor_header.prepare() == []
-    assert len(tried) == 1
-    (failed,) = host_cache.folder(inductor_header.FOLDER).glob(f"*/{inductor_header.FAILED}")
-    assert "exit 1" in failed.read_text() and "no C++ compiler today" in failed.read_text()

@@ -6,7 +6,8 @@ the package's builtin/kernels and builtin/backends (pyproject.toml's package-dir
 from the checkout's files and install it, not editable, into a fresh virtual environment (its dependencies, torch
 among them, are this test environment's, on PYTHONPATH: nothing is downloaded), check that it carries every file of
 the package and of both plugin folders and run a built-in kernel from it, and install plugin packages that register
-through entry points beside it."""
+through entry points beside it. `plan` from the installed copy, without a run: tests/unit/test_installed.py
+(tests/installed_package.py: the copy and its project)."""
 import base64
 import hashlib
 import os
@@ -20,35 +21,8 @@ from pathlib import Path
 import pytest
 
 from opmatrix import paths
-from tests.helpers import plugin_root
+from tests.installed_package import IGNORED, installed_copy
 
-MATRIX = """
-name = "mine"
-backends = ["probe"]
-[acceptance]
-baseline = "probe"  # the project's own framework path: its run reaches a verdict (else it exits 5)
-[run]
-rounds = 10
-max_rounds = 10
-burst_ms = 1
-burst_warmup_ms = 0
-[[device]]
-id = "cpu"
-vendor = "cpu"
-arch = "auto"
-[[toolchain]]
-name = "host"
-system = true
-[[kernel]]
-name = "probe"
-workloads = { cpu = ["quick"] }
-dtypes = { cpu = ["float32"] }
-"""
-
-PROBE = "def build(workload, dtype, device, variant):\n    return lambda x, out: out.copy_(x * 2)\n"
-
-
-IGNORED = shutil.ignore_patterns("__pycache__", ".opmatrix")
 # what the wheel carries, as the checkout lays it out: the package, and the plugin folders it maps into it
 CHECKOUT_FILES = ("pyproject.toml", "README.md")
 CHECKOUT_FOLDERS = ("opmatrix", "kernels", "backends")
@@ -60,36 +34,8 @@ def _files(folder: Path) -> set[Path]:
 
 @pytest.fixture
 def installed(tmp_path):
-    """site/opmatrix: the package as installed (the built-in plugins inside it) with no checkout beside it;
-    project/: a user's folder."""
-    site = tmp_path / "site"
-    shutil.copytree(paths.PACKAGE, site / "opmatrix", ignore=IGNORED)
-    shutil.copytree(paths.BUILTIN_KERNELS, site / "opmatrix" / "builtin" / "kernels", ignore=IGNORED)
-    shutil.copytree(paths.BUILTIN_BACKENDS, site / "opmatrix" / "builtin" / "backends", ignore=IGNORED)
-    project = plugin_root(tmp_path / "project", {"probe": PROBE})
-    (project / "matrix").mkdir()
-    (project / "matrix" / "mine.toml").write_text(MATRIX)
-    env = {k: v for k, v in os.environ.items() if k != paths.ROOT_ENV}
-    env["PYTHONPATH"] = str(site)  # ahead of the test environment's own (editable) opmatrix
-
-    def opmatrix(*args, cwd=project):
-        return subprocess.run([sys.executable, "-m", "opmatrix", *args], cwd=cwd, env=env, capture_output=True,
-                              text=True, timeout=240)
-    return site, project, opmatrix
-
-
-def test_an_installed_opmatrix_plans_the_project_it_is_started_in(installed):
-    site, project, opmatrix = installed
-    out = opmatrix("plan", "matrix/mine.toml")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "cpu.host" in out.stdout and "1 jobs" in out.stdout
-
-
-def test_an_installed_opmatrix_without_a_matrix_says_what_to_pass(installed, tmp_path):
-    site, project, opmatrix = installed
-    out = opmatrix("plan", cwd=tmp_path)
-    assert out.returncode == 2
-    assert "no matrix file given" in out.stderr and "opmatrix run path/to/matrix.toml" in out.stderr
+    """(site, project, opmatrix): tests/installed_package.installed_copy."""
+    return installed_copy(tmp_path)
 
 
 @pytest.mark.integration

@@ -83,9 +83,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # Faults covered by tests elsewhere in the suite: shown in the summary with their outcome when they ran too.
-ELSEWHERE = {"tests/test_ray_cluster.py::test_lost_node_is_retried_on_another_node_with_the_device":
+ELSEWHERE = {"tests/cells/test_ray_cluster.py::test_lost_node_is_retried_on_another_node_with_the_device":
              "Ray node lost mid-cell, another node has the device",
-             "tests/test_ray_cluster.py::test_lost_node_without_a_replacement_is_lost_and_keeps_what_arrived":
+             "tests/cells/test_ray_cluster.py::test_lost_node_without_a_replacement_is_lost_and_keeps_what_arrived":
              "Ray node lost mid-cell, no other node"}
 
 

@@ -1,19 +1,17 @@
 """What the intervals cover (opmatrix.decide.intervals, opmatrix calibration): on synthetic runs whose truth is known
 and whose worker processes each carry an offset of their own (what the A/A twin measures), verdicts still find
-planted 10 % and 30 % speed-ups and almost never adopt an identical contestant; the command's numbers and errors;
-and a real measurement on this CPU: torch against its A/A twin through the real rounds of the cell runner."""
+planted 10 % and 30 % speed-ups and almost never adopt an identical contestant; the command's numbers and errors.
+The real measurement on this CPU (torch against its A/A twin through the real rounds of the cell runner):
+tests/cells/test_calibration.py."""
 import json
-import os
-import textwrap
 
 import numpy as np
 import pytest
 
 from opmatrix import cli
-from opmatrix import plan as plan_mod
 from opmatrix.core.acceptance import Acceptance
 from opmatrix.core.result import Result
-from opmatrix.decide import calibration, intervals, stats
+from opmatrix.decide import calibration, intervals
 from opmatrix.decide.verdicts import ADOPT, EPSILON, decide
 from opmatrix.store import add_speedup, frame
 
@@ -45,7 +43,7 @@ def test_planted_speedups_are_found_and_identical_contestants_are_not(record_pro
     """A candidate is found when its verdict interval's lower bound clears the threshold (by EPSILON): 30 % in >= 95 %
     of runs, an identical one (0 %) in <= 1 %. 10 % at the verdict level: >= 85 %, because the threshold is
     1 + K_AA x the widest A/A floor of three workloads, and that floor holds the twin's own process offset (the
-    row-level comparisons of tests/test_upgrade_compare.py find 10 % in every run)."""
+    row-level comparisons of tests/unit/test_upgrade_compare.py find 10 % in every run)."""
     seeds = range(200)
     found = {"ten": 0, "thirty": 0, "same": 0}
     for seed in seeds:
@@ -112,82 +110,3 @@ def test_the_command_reports_coverage_and_refuses_unknown_runs(tmp_path, capsys)
     assert "no run 'nosuch'" in capsys.readouterr().err
     assert cli.main(["calibration", "a", "--pairs", "a-b", "--reports", str(tmp_path)]) == 2
     assert "is not A:B" in capsys.readouterr().err
-
-
-CPU_GROUPS = 32
-SPEC = textwrap.dedent(f'''
-    WORKLOADS = {{f"w{{i:02d}}": {{"n": 65536}} for i in range({CPU_GROUPS})}}
-
-    def describe(w): return f"n={{w['n']}}"
-    def flops(w): return float(w["n"])
-    def min_bytes(w, dtype): return 8.0 * w["n"]
-    def tolerance(dtype): return 1e-6
-
-    def make_inputs(w, dtype, device, seed):
-        import torch
-        g = torch.Generator().manual_seed(seed)
-        return (torch.randn(w["n"], generator=g, dtype=getattr(torch, dtype)),)
-
-    def make_output(w, dtype, device):
-        import torch
-        return torch.empty(w["n"], dtype=getattr(torch, dtype))
-
-    def reference(inputs, w):
-        return inputs[0].double() * 2
-''')
-TORCH = "def build(w, dtype, device, variant):\n    def fn(x, out):\n        out.copy_(x * 2)\n    return fn\n"
-
-
-@pytest.mark.integration
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("OPMATRIX_CPU_CALIBRATION"), reason="set OPMATRIX_CPU_CALIBRATION=1: "
-                    "CPU_GROUPS real paired runs take minutes on a shared machine (255 s on the team's loaded 2-core "
-                    "machine), past the suite's budget")
-def test_torch_against_its_twin_on_this_cpu_through_the_real_rounds(tmp_path):
-    """CPU_GROUPS (kernel, workload) groups, each a small paired run: torch, its A/A twin (a worker of its own) and
-    an identical contestant, timed in the cell runner's real interleaved rounds. Prints what the intervals cover."""
-    from opmatrix.incell.cell_runner import run_cell
-    from opmatrix.matrix import load_matrix
-    from tests.helpers import plugin_root
-
-    plugin_root(tmp_path, {"torch": TORCH, "same": TORCH}, kernel="axpy", spec=SPEC)
-    (tmp_path / "m.toml").write_text(textwrap.dedent(f"""
-        name = "aa-cpu"
-        backends = ["torch", "same"]
-        [run]
-        timeout_s = 120
-        rep_ms = 5
-        warmup_ms = 2
-        burst_ms = 3
-        burst_warmup_ms = 1
-        rounds = 10
-        max_rounds = 10
-        kernels_dir = "kernels"
-        backends_dir = "backends"
-        [[device]]
-        id = "cpu"
-        vendor = "cpu"
-        arch = "auto"
-        [[toolchain]]
-        name = "host"
-        system = true
-        [[kernel]]
-        name = "axpy"
-        workloads = {{ cpu = {sorted(f"w{i:02d}" for i in range(CPU_GROUPS))!r} }}
-        dtypes = {{ cpu = ["float32"] }}
-        """).replace("'", '"'))
-    (plan,) = plan_mod.cell_plans(load_matrix(tmp_path / "m.toml"), "aa-cpu", tmp_path / "scratch")
-    df = frame(list(run_cell(plan)))
-    twins = calibration.twins(df)
-    same = calibration.speedups(df)
-    within = calibration.speedups(df, between_processes=False)
-    covered = sum(lo <= 1 <= hi for _, lo, hi in same.values())
-    covered_within = sum(lo <= 1 <= hi for _, lo, hi in within.values())
-    print(f"\nCPU, {len(twins)} paired groups of torch and its twin (10 rounds each): A/A "
-          f"intervals containing 1.0 {calibration.percent(*calibration.Calibration([], twins).coverage())} "
-          f"(leave-one-out {calibration.percent(*calibration.Calibration([], twins).coverage('out'))}, within the "
-          f"rounds only {calibration.percent(*calibration.Calibration([], twins).coverage('within'))}); the "
-          f"identical contestant's speed-up interval containing 1.0: {covered}/{len(same)} "
-          f"(within the rounds only {covered_within}/{len(within)})")
-    assert len(twins) >= 30 and all(t.rounds >= 10 for t in twins)
-    assert len(same) >= 30 and covered >= covered_within

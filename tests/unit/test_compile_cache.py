@@ -1,7 +1,9 @@
-"""Build outcomes kept between runs (opmatrix.incell.compile_cache): a device no host has gets its `compiles` /
-`lowers` / `unsupported` rows, and a device a host has its `unsupported` ones, from the run that made them while
-the implementation's sources, the engine, the cell environment, the host and the target are unchanged; the row says
-"cached from RUN"; an edit, a failure or --rebuild builds again, and a timed row is timed every run."""
+"""Build outcomes kept between runs (opmatrix.incell.compile_cache), without a run: a device no host has gets its
+`compiles` / `lowers` / `unsupported` rows, and a device a host has its `unsupported` ones, from the run that made
+them while the implementation's sources, the engine, the cell environment, the host and the target are unchanged;
+the row says "cached from RUN"; an edit, a failure or --rebuild builds again, and a timed row is timed every run;
+kept build caches are settled by the job's row. The cell runner's part is a stand-in here; through real runs:
+tests/cells/test_compile_cache.py (tests/compile_cache_projects.py: the projects)."""
 import dataclasses
 
 import pytest
@@ -13,48 +15,12 @@ from opmatrix.core.result import Result
 from opmatrix.incell import compile_cache
 from opmatrix.matrix import load_matrix
 from opmatrix.scheduling.dispatch import compile_plan
-from tests.helpers import plugin_root, probe_matrix
-
-LOWERS = """
-from opmatrix.kit import Compiled
-def build(workload, dtype, device, variant):
-    raise AssertionError("never run: no host has the device")
-def compile_for(workload, dtype, device, variant):
-    return Compiled("lowers", f"{device.arch} source")
-"""
-REFUSES = """
-from opmatrix.kit import Unsupported
-def build(workload, dtype, device, variant):
-    raise AssertionError("never run")
-def compile_for(workload, dtype, device, variant):
-    raise Unsupported("not for this GPU")
-"""
-MATRIX = """
-name = "cc"
-backends = ["src", "no"]
-[run]
-kernels_dir = "kernels"
-backends_dir = "backends"
-[[device]]
-id = "far"
-vendor = "nvidia"
-arch = "sm_90"
-name = "Nowhere GPU"
-[[toolchain]]
-name = "host"
-system = true
-[[kernel]]
-name = "probe"
-workloads = { nvidia = ["quick"] }
-dtypes = { nvidia = ["float32"] }
-"""
+from tests.compile_cache_projects import LOWERS, lowering_project, warm_project
 
 
 @pytest.fixture
 def project(tmp_path):
-    plugin_root(tmp_path, {"src": LOWERS, "no": REFUSES})
-    (tmp_path / "m.toml").write_text(MATRIX)
-    return tmp_path
+    return lowering_project(tmp_path)
 
 
 def compile_plans(root, run_id):
@@ -129,25 +95,6 @@ def test_another_target_or_environment_is_another_key(project):
     assert len(keys) == 3
 
 
-@pytest.mark.integration
-def test_a_real_run_twice_builds_once(project):
-    import pandas as pd
-
-    from opmatrix.run import run
-    from opmatrix.scheduling.local import LocalScheduler
-
-    def rows(run_id, **kw):
-        folder = run(project / "m.toml", reports_dir=project / "reports", run_id=run_id,
-                     scratch_root=project / "scratch", scheduler=LocalScheduler(), **kw)
-        return {r.backend: r for r in pd.read_parquet(folder / "results.parquet").itertuples()}
-    first = rows("r1")
-    assert first["src"].status == "lowers" and "sm_90 source" in first["src"].error, first["src"].error
-    assert first["no"].status == "unsupported" and first["src"].compile_cache != "cached from r1"
-    second = rows("r2")
-    assert second["src"].compile_cache == "cached from r1" and second["no"].compile_cache == "cached from r1"
-    assert second["src"].error == f"{first['src'].error}; cached from r1"
-
-
 def test_a_timed_cell_reuses_only_its_unsupported_rows(project):
     def run(rest):
         for job in rest.jobs:
@@ -167,39 +114,9 @@ def test_a_timed_cell_reuses_only_its_unsupported_rows(project):
     assert kept == [(partner,)]  # a resumed job's timing partners stay with it
 
 
-WARMABLE = """
-import os
-from pathlib import Path
-from opmatrix.kit import Built
-def build(workload, dtype, device, variant):
-    cache = Path(os.environ["PROBE_CACHE"])
-    found = (cache / "compiled").is_file()  # what a compiler's cache hit is: an earlier build's output
-    (cache / "compiled").write_text("object code")
-    def fn(x, out):
-        out.copy_(x * 2)
-    return Built(fn, {"found": found})
-"""
-WARMABLE_ADAPTER = """
-def available():
-    import torch
-    return torch.__version__
-def environment(device, cache_dir):
-    return {"PROBE_CACHE": str(cache_dir)}
-"""
-TORCH = """
-def build(workload, dtype, device, variant):
-    def fn(x, out):
-        out.copy_(x + x)
-    return fn
-"""
-
-
 @pytest.fixture
 def kept_project(tmp_path):
-    plugin_root(tmp_path, {"torch": TORCH, "warm": WARMABLE}, {"warm": WARMABLE_ADAPTER})
-    matrix = probe_matrix(tmp_path, "kept", ["torch", "warm"], ["quick"], timeout_s=120, rep_ms=5)
-    matrix.write_text(matrix.read_text().replace("[run]", '[run]\nbuild_cache = "kept"'))
-    return tmp_path
+    return warm_project(tmp_path)
 
 
 def test_kept_build_caches_are_settled_by_the_jobs_row(kept_project):
@@ -232,40 +149,3 @@ def test_rebuild_empties_kept_caches_and_cold_or_compile_only_plans_keep_none(ke
     assert forced.built_by == "" and list(forced.folder.iterdir()) == []
     assert compile_cache.kept_build(timed_plan(kept_project, "r3", build_cache="cold"), job) is None
     assert compile_cache.kept_build(timed_plan(kept_project, "r4").replace(mode=Mode.COMPILE), job) is None
-
-
-@pytest.mark.integration
-def test_a_timed_job_compiles_warm_from_its_kept_caches_and_its_row_says_so(kept_project, monkeypatch):
-    """Also the host's ceilings ([run] ceilings_kept_h, default 24 h): measured in the first run's cell (its own
-    folder of kept ceilings starts empty), then served to the later runs, whose rows and report say when."""
-    import json
-
-    import pandas as pd
-
-    from opmatrix.incell import host_cache
-    from opmatrix.run import run
-    from opmatrix.scheduling.local import LocalScheduler
-
-    monkeypatch.setenv(host_cache.ROOT_ENV, str(kept_project / "kept-host"))
-    ceilings = {}
-
-    def row(run_id, **kw):
-        folder = run(kept_project / "m.toml", reports_dir=kept_project / "reports", run_id=run_id,
-                     scratch_root=kept_project / "scratch", scheduler=LocalScheduler(), **kw)
-        rows = pd.read_parquet(folder / "results.parquet")
-        warm = rows[rows.backend == "warm"].iloc[0]
-        assert warm.status == "ok", warm.error
-        assert rows.ceiling_tflops.notna().all() and rows.ceilings_kept.nunique() == 1
-        ceilings[run_id] = (warm.ceiling_tflops, warm.ceiling_gbps, warm.ceilings_kept,
-                            (folder / "report.md").read_text())
-        return warm.compile_cache, json.loads(warm.config)["found"]
-    assert row("r1") == ("cold", False)
-    assert row("r2") == ("kept from r1", True)  # the worker found the first run's build output
-    assert row("r3", rebuild=True) == ("cold", False)
-    assert row("r4") == ("kept from r3", True)
-    first_tflops, first_gbps, measured_in_r1, report = ceilings["r1"]
-    assert measured_in_r1 == "" and "ceilings kept" not in report
-    for later in ("r2", "r3", "r4"):
-        tflops, gbps, kept_from, report = ceilings[later]
-        assert (tflops, gbps) == (first_tflops, first_gbps) and kept_from
-        assert f"cpu: ceilings kept from an earlier cell on the same host, measured at {kept_from}" in report

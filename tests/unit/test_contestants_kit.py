@@ -1,11 +1,9 @@
-"""Issue 31's helpers and the contestants that need nothing beyond the test environment (Triton 3.9 carries Gluon):
-kit.cubin reads a real cubin's arch and resources, kit.nvidia gives every NVIDIA-only contestant the same refusals,
-and the Gluon kernels build for sm_90 / sm_100 / gfx942 on this CPU host, refusing what they do not cover. The
-contestants whose packages this environment lacks run in real nox cells: test_contestants_cells.py."""
+"""Issue 31's helpers, with nothing beyond the test environment: kit.cubin reads a real cubin's arch and resources
+(a two-line Triton kernel compiled for sm_90 / sm_100a, no GPU needed), and kit.nvidia gives every NVIDIA-only
+contestant the same refusals. The Gluon kernels built for sm_90 / sm_100 / gfx942: tests/cells/test_contestants_kit.py;
+the contestants whose packages this environment lacks, in real nox cells: tests/cells/test_contestants_cells.py."""
 import pytest
 
-from opmatrix import paths
-from opmatrix.incell import plugins
 from opmatrix.incell.plugins import Unsupported
 from opmatrix.kit import cubin, nvidia
 from tests.contestants import A100, B200, CPU, H200, MI300X
@@ -50,23 +48,3 @@ def test_nvidia_only_contestants_refuse_cpus_amd_gpus_and_archs_below_their_floo
     with pytest.raises(Unsupported, match="FlashAttention 4 needs sm_90"):
         nvidia.require(A100, "FlashAttention 4", min_sm=90)
     assert [nvidia.arch_label(d) for d in (H200, B200, A100)] == ["sm_90a", "sm_100a", "sm_80"]
-
-
-@pytest.mark.integration
-def test_gluon_kernels_build_for_hopper_blackwell_and_mi300x_and_refuse_what_they_do_not_cover():
-    specs = {k: plugins.load_spec(paths.BUILTIN_KERNELS, k) for k in ("rmsnorm", "gemm_relu")}
-    norm = plugins.load_impl(paths.BUILTIN_KERNELS, "rmsnorm", "gluon")
-    for device, binary in ((H200, "sm_90 cubin"), (B200, "sm_100 cubin"), (MI300X, "gfx942 hsaco")):
-        built = norm.compile_for(specs["rmsnorm"].WORKLOADS["odd_5120"], "bfloat16", device, "default")
-        assert built.status == "compiles" and binary in built.what, built.what
-    assert built.config["LANES"] == 64 and built.config["BLOCK"] == 8192  # a wavefront is 64 lanes
-    gemm = plugins.load_impl(paths.BUILTIN_KERNELS, "gemm_relu", "gluon")
-    square = specs["gemm_relu"].WORKLOADS["square_4096"]
-    for device in (H200, B200):
-        assert gemm.compile_for(square, "float16", device, "default").status == "compiles"
-    with pytest.raises(Unsupported, match="MFMA"):
-        gemm.compile_for(square, "float16", MI300X, "default")
-    with pytest.raises(Unsupported, match="tf32"):
-        gemm.compile_for(square, "float32", H200, "default")
-    backend = plugins.load_backend(paths.BUILTIN_BACKENDS, "gluon")
-    assert "no CPU mode" in backend.covers(CPU)

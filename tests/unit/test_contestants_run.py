@@ -1,6 +1,7 @@
 """The committed CPU run of matrix/contestants.toml (reports/20261202-cpu-contestants), read from disk: the coverage
 grid of issue 31's contestants. Some of them cannot run in CI's time (FlashInfer alone is ~850 MB and ~3 minutes to
-install), so their evidence is this run; the cell tests (test_contestants_cells.py) rebuild the cheaper part live.
+install), so their evidence is this run; the cell tests (tests/cells/test_contestants_cells.py) rebuild the cheaper
+part live.
 
 Checked here: every row names the version its cell imported; every compile-only row is a real binary of non-zero
 size for the device's arch; every gap is `unsupported` with its reason; the CPU rows that run are correct."""

@@ -1,5 +1,5 @@
 """The docs: the generated reference keeps up with the code, links resolve, the README stays a page (the
-quickstart's own project: tests/test_quickstart.py)."""
+quickstart's own project: tests/unit/test_quickstart.py, tests/cells/test_quickstart.py)."""
 import re
 import subprocess
 import sys

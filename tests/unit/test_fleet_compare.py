@@ -1,50 +1,17 @@
-"""Comparisons across hosts (a driver canary), from one simulated run: the baseline device on host a, the same
-software on a second baseline host b (the host A/A), the canary device on host c. Each host has its own clock state,
-drift per round, worker offsets and burst noise, and its own host factor on the contestant's time relative to the
-framework (cooling, power limit: what differs between hosts of the same software). The comparison is the real code
-(opmatrix.upgrade.cross_host over compare.compare_unpaired); the rows are its inputs."""
+"""Comparisons across hosts (a driver canary), from one simulated run (tests/fleets.py): the baseline device on host
+a, the same software on a second baseline host b (the host A/A), the canary device on host c. Each host has its own
+clock state, drift per round, worker offsets and burst noise, and its own host factor on the contestant's time
+relative to the framework (cooling, power limit: what differs between hosts of the same software). The comparison is
+the real code (opmatrix.upgrade.cross_host over compare.compare_unpaired); the rows are its inputs. `opmatrix compare`
+on a stored fleet run, as a subprocess: tests/cells/test_fleet_compare.py."""
 import json
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 
 from opmatrix.core.acceptance import Acceptance
-from opmatrix.core.result import Result
-from opmatrix.store import ResultStore, RunManifest, frame
+from opmatrix.store import RunManifest
 from opmatrix.upgrade import compare, cross_host
-
-ROUNDS, DRIFT, NOISE, PROCESS, CLOCK = 20, 0.02, 0.01, 0.005, 0.03
-HOSTS = {"h200-stable": ("gpu-a", "580.95.05"), "h200-stable-b": ("gpu-b", "580.95.05"),
-         "h200-canary": ("gpu-c", "590.48.01")}
-
-
-def host_rows(rng, device: str, host_factor: float, slowdown: float = 1.0) -> list[Result]:
-    """One device's rows as its host times them: torch (the framework baseline), its A/A twin, and triton."""
-    host, driver = HOSTS[device]
-    clock = np.exp(rng.normal(0, CLOCK))
-    rows = []
-    for w in ("w1", "w2"):
-        drift = clock * np.exp(rng.normal(0, DRIFT, ROUNDS))
-        burst = lambda: drift * np.exp(rng.normal(0, PROCESS) + rng.normal(0, NOISE, ROUNDS))  # noqa: E731
-        base, twin = list(burst()), list(burst())
-        for backend in ("torch", "triton"):
-            series = base if backend == "torch" else list(0.8 * host_factor * slowdown * burst())
-            rows.append(Result(
-                run_id="fleet", cell=f"{device}.host", device=device, toolchain="host", kernel="k", workload=w,
-                dtype="float16", backend=backend, variant="default", status="ok", pairing="interleaved",
-                rel_err=1e-4, tolerance=1e-2, compile_s=2.0, rounds=ROUNDS, round_ms=series,
-                median_ms=float(np.median(series)), baseline_round_ms=[] if backend == "torch" else base,
-                aa_round_ms=twin, torch="2.11.0", triton="3.6.0", host=host, driver=driver, runtime="cuda 13.0"))
-    return rows
-
-
-def fleet_run(seed: int, slowdown: float, host_b: float = 1.0):
-    """One night: the two baseline hosts (b's contestant `host_b` off a's) and the canary (`slowdown` its driver's)."""
-    rng = np.random.default_rng(seed)
-    return frame(host_rows(rng, "h200-stable", 1.0) + host_rows(rng, "h200-stable-b", host_b)
-                 + host_rows(rng, "h200-canary", 1.0, slowdown))
+from tests.fleets import fleet_run
 
 
 def judged(df, host_aa: bool = True) -> compare.Comparison:
@@ -95,32 +62,6 @@ def test_a_device_not_in_the_run_is_named_with_the_devices_it_has():
     with pytest.raises(cross_host.CrossHostError, match=r"device 'h200-nope' has no rows in this run; devices in it: "
                                                         r"h200-canary, h200-stable, h200-stable-b"):
         cross_host.compare_hosts(fleet_run(0, 1.0), "h200-stable", "h200-nope", 1.05)
-
-
-@pytest.mark.integration  # opmatrix in a subprocess
-def test_opmatrix_compare_judges_a_stored_fleet_run_across_hosts(tmp_path):
-    rng = np.random.default_rng(5)
-    store = ResultStore(tmp_path / "fleet")
-    for r in host_rows(rng, "h200-stable", 1.0) + host_rows(rng, "h200-stable-b", 1.0) + \
-            host_rows(rng, "h200-canary", 1.0, 1.30):
-        store.append(r)
-    store.write_manifest(RunManifest(run_id="fleet", started_at="2026-12-02T03:00:00+00:00", baseline="torch",
-                                     acceptance=Acceptance(min_speedup=1.05)))
-
-    def compare_cli(*flags):
-        return subprocess.run([sys.executable, "-m", "opmatrix", "compare", "fleet", "--reports", str(tmp_path),
-                               *flags], capture_output=True, text=True, timeout=120)
-
-    out = compare_cli("--baseline-device", "h200-stable", "--candidate-device", "h200-canary", "--host-aa-device",
-                      "h200-stable-b", "--json", "--strict", "--junit", str(tmp_path / "c.xml"))
-    assert out.returncode == 1, out.stderr  # a risk, with --strict
-    [c] = json.loads(out.stdout)
-    assert c["verdict"] == compare.RISK and c["hosts"].startswith("h200-stable (gpu-a) against h200-canary (gpu-c)")
-    assert (tmp_path / "c.xml").is_file()
-    wrong = compare_cli("--baseline-device", "h200-stable", "--candidate-device", "h200-nope")
-    assert wrong.returncode == 2 and "device 'h200-nope' has no rows in this run" in wrong.stderr
-    half = compare_cli("--candidate-device", "h200-canary")
-    assert half.returncode == 2 and "names both sides" in half.stderr
 
 
 def test_a_declared_compare_hosts_is_written_with_the_runs_comparisons(tmp_path):

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,11 +20,8 @@ from opmatrix.core.result import Result
 from opmatrix.incell import gpu_tools, ncu_summary
 from opmatrix.report.markdown import table
 from opmatrix.report.tools import PROFILE_TITLE, SANITIZER_TITLE, profile, sanitized
-from tests.helpers import report_frame, report_result
+from tests.helpers import GPU_TOOL_KERNELS as PLANTED, REPO, report_frame, report_result
 from tests.gpu_tool_recordings import DATA, recorded
-
-PLANTED = Path(__file__).parent / "gpu_tools" / "kernels"
-REPO = Path(__file__).resolve().parents[1]
 H100 = DeviceInfo("h100", "nvidia", "sm_90", "NVIDIA H100 80GB HBM3")
 CPU = DeviceInfo("cpu", "cpu", "x86_64")
 MI300X = DeviceInfo("mi300x", "amd", "gfx942")

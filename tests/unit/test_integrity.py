@@ -126,6 +126,45 @@ def test_more_cores_than_pinned_during_a_burst_is_named():
                                                                    0.0) == ""
 
 
+def test_two_threads_on_a_busy_machine_are_named_by_their_busiest_threads_time():
+    """A CI run on a loaded 2-core machine: a contestant taking a second thread got under a core in all (0.9 of the
+    burst's wall), which the wall-time rule let pass as one thread; against the 0.45 of the burst its busiest thread
+    ran, it is two cores. One thread that waited for a core as long stays one."""
+    marks = [0.0, 0.010, 0.010, 0.020]
+    two = integrity.Accounts(threads=1, device_is_cpu=True)
+    assert two.burst([10.0, 10.0], marks, (0.0, 0.020), 0.018, 0.0) == ""  # no per-thread account: the wall rule
+    assert "2.00 cores" in two.burst([10.0, 10.0], marks, (0.0, 0.020), 0.018, 0.0, busiest_s=0.009)
+    one = integrity.Accounts(threads=1, device_is_cpu=True)
+    assert one.burst([10.0, 10.0], marks, (0.0, 0.020), 0.0095, 0.0, busiest_s=0.009) == ""
+
+
+def test_thread_clocks_of_another_process_show_its_busiest_thread():
+    """Real thread clocks (/proc/<pid>/task/<tid>/schedstat) of a child burning two threads: the busiest thread ran
+    less than the process's CPU in all, about half of it."""
+    code = ("import threading, time\n"
+            "def burn():\n    end = time.monotonic() + 3\n    while time.monotonic() < end: pass\n"
+            "t = threading.Thread(target=burn); t.start(); burn(); t.join()\n")
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        before, cpu_before = integrity.thread_cpu_s(child.pid), integrity.process_cpu_s(child.pid)
+        time.sleep(1.0)
+        after, cpu_after = integrity.thread_cpu_s(child.pid), integrity.process_cpu_s(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    busiest = integrity.busiest_thread_s(before, after)
+    assert len(after) >= 2 and busiest is not None
+    assert busiest < 0.75 * (cpu_after - cpu_before), (busiest, cpu_after - cpu_before)
+
+
+def test_every_row_is_checked_enough_to_see_a_tenth_of_wrong_calls():
+    """44 checks give a 99 % chance of seeing wrong outputs on a random tenth of the calls: the least every row
+    gets however cheap its calls are against their references."""
+    assert integrity.checks_for() == 44
+    assert 1 - 0.9 ** integrity.checks_for() >= integrity.CATCH_WANTED > 1 - 0.9 ** (integrity.checks_for() - 1)
+
+
 def test_marks_that_leave_most_of_each_burst_between_calls_are_suspect():
     accounts = integrity.Accounts(threads=1, device_is_cpu=True)
     for _ in range(3):  # calls reported as 6 ms of each 10 ms: 40 % of each burst unaccounted

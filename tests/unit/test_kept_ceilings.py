@@ -1,6 +1,6 @@
 """A host's ceilings kept for its later cells ([run] ceilings_kept_h, opmatrix.incell.kept_ceilings): the keeping
 on its own, then the cell's probe measuring for real on this CPU, keeping, and serving the next probe. A whole
-run's rows and report saying so: tests/test_compile_cache.py's four real runs."""
+run's rows and report saying so: tests/cells/test_compile_cache.py's four real runs."""
 from __future__ import annotations
 
 import datetime

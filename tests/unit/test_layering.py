@@ -5,8 +5,8 @@ The checkout is itself an example project: matrix/, kernels/, backends/, reports
 pyproject.toml at its top level, the built-in kernels and backend adapters being its kernels/ and backends/ (the
 wheel maps them into the package: opmatrix.paths). Those plugin files are loaded by path, never imported by
 opmatrix/, and import from opmatrix only its plugin API, opmatrix.kit. No module of tests/ imports a test module
-(tests/**/test_*.py): what test modules share lives in tests/conftest.py, tests/helpers.py and helper modules beside
-it.
+(tests/**/test_*.py, in the lane folders: tests/unit/test_lanes.py): what test modules share lives in
+tests/conftest.py, tests/helpers.py and helper modules beside it.
 
 The graph is built with `ast` from every module under opmatrix/, lazy (function-level) imports included: a lazy
 import is still a dependency, it only moves the moment it is paid. Imports under `if TYPE_CHECKING:` are left out

@@ -4,7 +4,7 @@ so a kernels folder copied anywhere builds without reaching into a fixed backend
 These tests need no nvcc: a stand-in `nvcc` (a shell script that builds a C stub exporting the .cu file's entry
 points with the host's cc, or writes a cubin and ptxas' report) and a stand-in CUTLASS tree take their places, so
 the toolchain's own logic runs anywhere: discovery, the cached builds, ctypes loading, `compile_for` returning
-Compiled through the worker. The real nvcc and CUTLASS build: tests/test_compile_only_hopper.py."""
+Compiled through the worker. The real nvcc and CUTLASS build: tests/cells/test_compile_only_hopper.py."""
 import json
 import shutil
 import stat

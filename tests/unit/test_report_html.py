@@ -1,6 +1,7 @@
-"""report.html, comparison.html and the trend page, read as markup (the browser test, test_report_browser.py,
-opens them in Chromium): written where report.md and comparison.md are, the same sections, every text from results
-escaped (names, errors, chart labels), charts inline and deterministic, the page weight small."""
+"""report.html, comparison.html and the trend page, read as markup (the browser test,
+tests/cells/test_report_browser.py, opens them in Chromium): written where report.md and comparison.md are, the same
+sections, every text from results escaped (names, errors, chart labels), charts inline. The pages rebuilt from
+committed rows, deterministic and small: tests/golden/test_report_html.py."""
 import contextlib
 import html
 import io
@@ -12,16 +13,12 @@ import pandas as pd
 import pytest
 
 from opmatrix import cli, paths
-from opmatrix.report.build import decided
 from opmatrix.report.html import charts
-from opmatrix.report.html.run_page import run_page
-from opmatrix.store import ResultStore, load_run
 from opmatrix.upgrade import history
-from tests.report_pages import EVIL_BACKEND, EVIL_ERROR, EVIL_FAILED, EVIL_KERNEL, RUN, Markup, hostile_run
+from tests.report_pages import EVIL_BACKEND, EVIL_ERROR, EVIL_FAILED, EVIL_KERNEL, MB, RUN, Markup, hostile_run
 
 pytestmark = pytest.mark.usefixtures("html_pages")  # the suite writes no pages elsewhere (tests/conftest.py)
 
-MB = 1024 * 1024
 DANGEROUS = {"script", "img", "iframe", "object", "embed", "form", "input"}
 
 
@@ -101,22 +98,6 @@ def _html_order(md_titles: list[str]) -> list[str]:
     return first + perf + sorted(last, key=order.__getitem__) + ["Environments"]
 
 
-@pytest.mark.golden
-def test_the_same_rows_render_the_same_page():
-    store = ResultStore(paths.REPORTS / RUN, create=False)
-    df, verdicts = decided(load_run(paths.REPORTS / RUN), store.manifest())
-    assert run_page(df, store.manifest(), verdicts) == run_page(df, store.manifest(), verdicts)
-
-
-@pytest.mark.golden
-def test_page_weight_of_the_real_h200_report_and_the_history():
-    store = ResultStore(paths.REPORTS / "20261130-h200-decide-a", create=False)
-    df, verdicts = decided(load_run(store.run_dir), store.manifest())
-    page = run_page(df, store.manifest(), verdicts)
-    assert len(page.encode()) < 1 * MB, f"report.html of a 79-row H200 run weighs {len(page.encode()) / MB:.2f} MB"
-    assert page.count("<svg") == 4  # three kernels' speed-ups and the roofline
-
-
 def test_a_chart_label_with_markup_stays_text_in_the_svg():
     points = pd.DataFrame({"device": ["h200"], "toolchain": ["a<b>"], "label": ["<script>alert(1)</script>"],
                            "case": ["w </svg><script>x</script> float16"], "speedup": [1.2], "lo": [1.1],
@@ -153,13 +134,6 @@ def test_the_trend_page_marks_a_planted_shift(tmp_path, capsys):
     assert "night-4" in text and "tilelang 0.1.15 → 0.1.16" in text and "x1.3" in text
     assert 'stroke: #c62828' in page  # the change point's dashed line
     assert len(page.encode()) < 1 * MB
-
-
-@pytest.mark.golden
-def test_the_trend_page_of_the_committed_history_stays_small(tmp_path):
-    out = tmp_path / "trend.html"
-    assert cli.main(["history", "--html", str(out)]) == 0
-    assert len(out.read_bytes()) < 2 * MB
 
 
 def test_an_unwritable_page_path_is_a_usage_error(tmp_path, capsys):

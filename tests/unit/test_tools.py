@@ -7,7 +7,8 @@ import importlib.util
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO as ROOT
+
 TOOLS = ROOT / "tools"
 
 

@@ -1,11 +1,12 @@
 """`opmatrix validate`: kernels swapped into a real tiny Llama step (torch + transformers on the CPU, random
 weights) through the model registry, the logits checked against the unmodified model (a deliberately wrong kernel,
 loaded by path like any kernel, is caught), the paired interleaved timing, the verdict rules on synthetic numbers,
-and the command line end to end. No mocks."""
+the command line's refusals and a wrong kernel's exit, and a stored run as the source of choices and
+microbenchmark speed-ups (tests/validate_steps.py). No mocks. The command line end to end, torch.compile's swaps
+and --from-run: tests/cells/test_validate.py."""
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import statistics
 from pathlib import Path
@@ -22,8 +23,8 @@ from opmatrix.profile import ops, profiler, targets  # noqa: E402
 from opmatrix.sites import registry  # noqa: E402
 from opmatrix.validate import check, measure, swap, verdict  # noqa: E402
 from opmatrix.incell import plugins  # noqa: E402
+from tests.validate_steps import say, stored_run, swaps_for, tiny_llama  # noqa: E402
 
-LLAMA = "opmatrix.profile.targets:llama_step"
 WRONG_ROPE = '''"""A deliberately wrong rope: rotate_half without the negation (cat(x2, x1) instead of cat(-x2, x1))."""
 import torch
 
@@ -45,21 +46,12 @@ def build(workload, dtype, device, variant):
 
 @pytest.fixture(scope="module")
 def step():
-    return targets.make_step(targets.load_target(LLAMA), preset="tiny")
+    return tiny_llama()
 
 
 def shipped_kernel_dir(kernel: str) -> Path:
     """Where validate finds a shipped kernel (no project folder)."""
     return plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS).kernel_dir(kernel)
-
-
-def swaps_for(text: str, kernels_dir: Path | None = None):
-    found = plugins.discover(paths.BUILTIN_KERNELS, paths.BUILTIN_BACKENDS, kernels_dir)
-    return swap.make_swaps(swap.parse_use(text), found, swap.device_info("cpu"))
-
-
-def say(line: str) -> None:
-    pass
 
 
 @pytest.fixture
@@ -203,30 +195,6 @@ def test_a_prediction_below_the_noise_is_said_so():
 
 # --- the command line -----------------------------------------------------------------------------------------------
 
-@pytest.mark.integration  # a profile and a validate of the tiny Llama, end to end: seconds
-def test_cli_profile_then_validate_end_to_end(tmp_path, capsys):
-    reports = str(tmp_path)
-    assert main(["profile", LLAMA, "--preset", "tiny", "--steps", "2", "--reports", reports, "--run-id", "prof",
-                 "--json"]) == 0
-    shares = {g["group"]: g["share"] for g in json.loads((tmp_path / "prof" / "profile.json").read_text())["groups"]}
-    capsys.readouterr()
-    assert main(["validate", "llama", "--preset", "tiny", "--use", "rope=torch,swiglu=torch", "--rounds", "3",
-                 "--max-rounds", "3", "--profile", "prof", "--reports", reports, "--run-id", "val"]) == 0
-    out = capsys.readouterr()
-    assert "Swaps in the model" in out.out and "round 3:" in out.err
-    data = json.loads((tmp_path / "val" / "validate.json").read_text())
-    assert data["profile"].endswith("profile.json") and data["noise"]["rounds"] == 3
-    rows = {r["variant"]: r for r in data["rows"]}
-    assert set(rows) == {"rope=torch", "swiglu=torch", measure.ALL}
-    for r in rows.values():
-        assert r["rel_err"] == 0.0 and r["rounds"] == 3 and r["gain_lo"] <= r["gain"] <= r["gain_hi"]
-        assert r["predicted"] is None and "no microbenchmark speed-up" in r["prediction"]  # no --from-run: said
-        assert r["verdict"] in (verdict.NO_GAIN, verdict.NO_PREDICTION)
-    assert rows["rope=torch"]["parts"][0]["share"] == pytest.approx(shares["rope"])
-    md = (tmp_path / "val" / "validate.md").read_text()
-    assert "| rope=torch |" in md and "A/A" in md
-
-
 def test_cli_wrong_kernel_exits_1_with_wrong_output(tmp_path, wrong_kernels, capsys):
     code = main(["validate", "llama", "--preset", "tiny", "--use", "rope=wrong", "--rounds", "3", "--max-rounds",
                  "3", "--kernels", str(wrong_kernels), "--reports", str(tmp_path), "--run-id", "w", "--json"])
@@ -256,39 +224,7 @@ def test_parse_use():
         swap.parse_use("rope=triton,rope=torch")
 
 
-@pytest.mark.integration
-def test_torch_compile_swaps_match_the_model(step):
-    """A real non-framework implementation on the CPU: inductor's generated C++ for rope, rmsnorm and swiglu."""
-    _, checked, _ = check.check_outputs(step, swaps_for("rope=torch-compile,rmsnorm=torch-compile,"
-                                                        "swiglu=torch-compile"), say)
-    for c in checked:
-        assert not c.unfit and c.applied, c
-        assert 0 <= c.rel_err <= check.TOLERANCE["float32"] and math.isfinite(c.rel_err)
-
-
 # --- a matrix run as the source of choices and microbenchmark speed-ups ---------------------------------------------
-
-def stored_run(folder: Path) -> Path:
-    """A run folder as `opmatrix run` leaves it (results.jsonl rows timed in rounds, verdicts.json): rope on a CPU
-    device, torch (baseline, with its A/A twin) and torch-compile (2x faster) on the workload small_d64."""
-    from opmatrix.core.result import Result
-    from opmatrix.store import VERDICTS_JSON, ResultStore
-
-    store = ResultStore(folder)
-    common = dict(run_id=folder.name, cell="cpu.host", device="cpu", toolchain="host", vendor="cpu", kernel="rope",
-                  workload="small_d64", dtype="float32", status="ok", pairing="interleaved")
-    base = [1.0, 1.1, 0.9, 1.0, 1.05]
-    store.append(Result(**common, backend="torch", variant="default", round_ms=base,
-                        aa_round_ms=[1.01, 1.09, 0.91, 0.99, 1.04]))
-    store.append(Result(**common, backend="torch-compile", variant="default", round_ms=[b / 2 for b in base],
-                        baseline_round_ms=base, aa_round_ms=[1.01, 1.09, 0.91, 0.99, 1.04]))
-    (folder / VERDICTS_JSON).write_text(json.dumps([
-        {"kernel": "rope", "device": "cpu", "toolchain": "host", "verdict": "adopt", "choice": "torch-compile",
-         "candidates": [{"label": "torch-compile", "geomean": 2.0, "lo": 1.9, "hi": 2.1}]},
-        {"kernel": "gemm_relu", "device": "cpu", "toolchain": "host", "verdict": "keep framework",
-         "choice": "torch", "candidates": []}]))
-    return folder
-
 
 def test_a_runs_verdicts_choose_and_its_rows_give_the_micro_speedup(tmp_path):
     from opmatrix.validate import sources
@@ -340,23 +276,3 @@ def test_a_kernel_whose_model_code_is_a_variant_is_measured_against_it_round_by_
     (micro, why), = sources.micro_speedups(folder, choice, {"rmsnorm": {"tokens": 3, "hidden": 3}}, "float32",
                                            "cpu", None, shipped_kernel_dir, {"rmsnorm": "torch[llama]"}).values()
     assert micro is None and "model's shape" in why  # never a speed-up of another shape against the model's code
-
-
-@pytest.mark.integration  # a validate of the tiny Llama, end to end, as its neighbours
-def test_cli_from_run_names_the_micro_speedup_of_the_baseline(tmp_path, capsys):
-    folder = stored_run(tmp_path / "kernels-run")
-    assert main(["validate", "llama", "--preset", "tiny", "--use", "rope=torch", "--from-run", str(folder),
-                 "--rounds", "3", "--max-rounds", "3", "--reports", str(tmp_path), "--run-id", "v", "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)["rows"]
-    assert row["parts"][0]["micro_speedup"] == 1.0 and "baseline" in row["parts"][0]["micro"]
-    assert "no profile share" in row["prediction"]
-
-
-@pytest.mark.integration
-def test_cli_from_run_swaps_what_its_verdicts_adopt(tmp_path, capsys):
-    folder = stored_run(tmp_path / "kernels-run")
-    assert main(["validate", "llama", "--preset", "tiny", "--from-run", str(folder), "--rounds", "3",
-                 "--max-rounds", "3", "--reports", str(tmp_path), "--run-id", "v", "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)["rows"]
-    assert row["variant"] == "rope=torch-compile" and row["rel_err"] <= row["tolerance"]
-    assert row["parts"][0]["micro_speedup"] == 2.0 and row["verdict"] != verdict.WRONG

@@ -1,13 +1,11 @@
 """Workloads a matrix defines by their parameters ([workload.<kernel>.<name>], inline or from `workloads_from`
-files such as the reports/<run-id>/workloads.toml `opmatrix profile` writes): loaded, merged, checked against the
-kernel's spec, planned with their parameters and their file, carried to the worker; every mistake a usage error
-(exit 2) naming the file and the key. The end-to-end test profiles the CPU tiny Llama and runs a matrix on its
-shapes."""
+files such as the reports/<run-id>/workloads.toml `opmatrix profile` writes; tests/workloads_matrix.py): loaded,
+merged, checked against the kernel's spec, planned with their parameters and their file, carried to the worker;
+every mistake a usage error (exit 2) naming the file and the key. The end-to-end test, which profiles the CPU tiny
+Llama and runs a matrix on its shapes: tests/cells/test_workloads_from.py."""
 from __future__ import annotations
 
 import json
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -15,49 +13,7 @@ from opmatrix import cli, plan
 from opmatrix.core.jobs import JobSpec, Mode, Settings, WorkerTask
 from opmatrix.matrix import load_matrix
 from tests.helpers import CPU
-
-MATRIX = """
-name = "shapes"
-backends = ["torch"]
-{top}
-[run]
-timeout_s = 120
-rep_ms = 5
-[[device]]
-id = "cpu"
-vendor = "cpu"
-arch = "auto"
-[[toolchain]]
-name = "host"
-system = true
-[[kernel]]
-name = "rmsnorm"
-workloads = {{ cpu = {rmsnorm} }}
-dtypes = {{ cpu = ["float32"] }}
-{rest}
-"""
-FRAGMENT = """
-[workload.rmsnorm.prof]
-tokens = 64
-hidden = 64
-
-[workload.rope.prof]
-batch = 2
-heads = 4
-kv_heads = 4
-seq = 32
-head_dim = 16
-"""
-
-
-def write(root: Path, fragment: str = FRAGMENT, top: str = 'workloads_from = "prof/workloads.toml"',
-          rmsnorm: str = '["prof"]', rest: str = "") -> Path:
-    """root/m.toml including root/prof/workloads.toml (as `opmatrix profile --run-id prof` would leave it)."""
-    (root / "prof").mkdir(parents=True, exist_ok=True)
-    (root / "prof" / "workloads.toml").write_text(textwrap.dedent(fragment))
-    path = root / "m.toml"
-    path.write_text(MATRIX.format(top=top, rmsnorm=rmsnorm, rest=rest))
-    return path
+from tests.workloads_matrix import FRAGMENT, write
 
 
 def test_a_fragments_workloads_are_planned_with_their_parameters_and_file(tmp_path, capsys):
@@ -189,39 +145,3 @@ def test_validate_finds_the_run_row_at_the_models_shape_under_a_defined_workload
     (micro, _), = sources.micro_speedups(folder, [swap.Choice("rope", "triton")], {"rope": model}, "float32", "cpu",
                                          None, lambda k: paths.BUILTIN_KERNELS).values()
     assert micro.estimate == pytest.approx(4.0) and "llama_step_tiny float32: the model's shape" in micro.source
-
-
-@pytest.mark.integration
-def test_the_tiny_llamas_profiled_shapes_plan_and_run_as_a_matrix(tmp_path, capsys):
-    """`opmatrix profile` on the CPU tiny Llama, then a matrix with workloads_from its workloads.toml: `opmatrix
-    plan` says where they came from, and a run (torch only, no Ray) gives ok rows at the model's shapes."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    import pandas as pd
-
-    from opmatrix.run import run
-    from opmatrix.scheduling.local import LocalScheduler
-
-    reports = tmp_path / "reports"
-    assert cli.main(["profile", "opmatrix.profile.targets:llama_step", "--preset", "tiny", "--steps", "1",
-                     "--reports", str(reports), "--run-id", "prof", "--json"]) == 0
-    capsys.readouterr()
-    kernels = "".join(f'[[kernel]]\nname = "{k}"\nworkloads = {{ cpu = ["llama_step_tiny"] }}\n'
-                      f'dtypes = {{ cpu = ["float32"] }}\n' for k in ("rope", "swiglu"))
-    path = tmp_path / "m.toml"
-    path.write_text(MATRIX.format(top='workloads_from = "reports/prof/workloads.toml"', rmsnorm='["llama_step_tiny"]',
-                                  rest=kernels))
-    assert cli.main(["plan", str(path)]) == 0
-    out = capsys.readouterr().out
-    assert "  rmsnorm llama_step_tiny: tokens=64 hidden=64   from reports/prof/workloads.toml" in out
-    run_dir = run(path, reports_dir=reports, run_id="shapes", scratch_root=tmp_path / "scratch",
-                  scheduler=LocalScheduler())
-    rows = pd.read_parquet(run_dir / "results.parquet")
-    got = {(r.kernel, r.variant): (r.status, r.workload, r.shape) for r in rows.itertuples()}
-    assert got == {
-        ("rmsnorm", "default"): ("ok", "llama_step_tiny", "tokens=64 hidden=64"),
-        ("rmsnorm", "llama"): ("ok", "llama_step_tiny", "tokens=64 hidden=64"),
-        ("rope", "default"): ("ok", "llama_step_tiny", "batch=2 heads=4 kv_heads=4 seq=32 head_dim=16"),
-        ("swiglu", "default"): ("ok", "llama_step_tiny", "tokens=64 intermediate=172")}, rows[["error"]]
-    kept = run_dir / "workloads_from-1-workloads.toml"  # the run folder holds the shapes it ran
-    assert kept.read_text() == (reports / "prof" / "workloads.toml").read_text()
