@@ -111,7 +111,10 @@ def test_lost_node_without_a_replacement_is_lost_and_keeps_what_arrived(lost_nod
     assert "no other live node offers" in by_workload["slow"].error
     assert len([r for r in results if r.device == "mi300x"]) == 2
     lost_at = next(t for t, r in progress.arrivals if r is by_workload["slow"])
-    assert lost_at - start < 90  # it did not wait for a node that will never come
+    killed_at = next(t for t, r in progress.arrivals if r is by_workload["quick"])  # its node removed on arrival
+    # it did not wait for a node that will never come: the loss is named once Ray has seen the node go (counted
+    # from the node's removal, not the run's start: on a loaded CI machine the run's cells took 112 s to get there)
+    assert lost_at - killed_at < 60, (lost_at - killed_at, lost_at - start)
 
 
 def test_nothing_of_a_lost_node_outlives_it(lost_nodes, root):

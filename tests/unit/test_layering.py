@@ -324,3 +324,30 @@ def test_the_test_module_check_sees_every_form_of_import(tmp_path):
         (2, "tests.test_a"), (3, "tests.test_b"), (4, "tests.test_c"), (5, "tests.faults.test_d"),
         (6, "tests.faults.test_e"), (7, "tests.faults.test_f"), (8, "tests.test_g"), (9, "tests.test_h"),
         (15, "tests.adversarial.test_i")]
+
+
+LONGEST_FUNCTION = 50  # lines, its signature and docstring included: one screen, one job
+
+
+def long_functions(root: Path) -> list[str]:
+    """Every function or method under `root` longer than LONGEST_FUNCTION lines, as "file:line name (lines)"."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > LONGEST_FUNCTION:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name} ({length} lines)")
+    return found
+
+
+def test_no_function_of_the_engine_is_longer_than_a_screen():
+    assert long_functions(paths.PACKAGE) == []
+
+
+def test_the_length_check_sees_a_long_method(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    body = "\n".join(f"        x{i} = {i}" for i in range(LONGEST_FUNCTION))
+    (package / "mod.py").write_text(f"class C:\n    def long(self):\n{body}\n\n    def short(self):\n        pass\n")
+    assert long_functions(package) == [f"pkg/mod.py:2 long ({LONGEST_FUNCTION + 1} lines)"]
