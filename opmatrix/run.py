@@ -222,8 +222,10 @@ def unjudged(folder: Path, matrix) -> list[str]:
         if r.backend == baseline and r.status == status.NOT_INSTALLED:
             missing.setdefault(r.cell, r)
     out = [_not_installed(matrix, cells.get(cell), cell, r) for cell, r in sorted(missing.items())]
-    ran = [r for r in latest if r.status not in (status.NO_HOST, *status.BUILD_ONLY)]
-    # a correctness-only row (its timings would mean nothing here) is not meant to reach a verdict
+    # a row that declared its device not covered (unsupported: a compile-only run's Hopper-only kernel on an AMD
+    # device, a library on a CPU) never ran, and a correctness-only row (its timings would mean nothing here) is not
+    # meant to reach a verdict
+    ran = [r for r in latest if r.status not in (status.NO_HOST, status.UNSUPPORTED, *status.BUILD_ONLY)]
     meant = [r for r in ran if not (r.status == status.OK and r.timer in ("", status.CORRECTNESS_ONLY))]
     path = Path(folder) / VERDICTS_JSON
     verdicts = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []

@@ -33,3 +33,22 @@ def test_a_run_that_judged_what_it_ran_exits_0(tmp_path, capsys):
     code = cli.main(["run", str(matrix), "--no-ray", "--reports", str(tmp_path / "reports"), "--run-id", "judged"])
     err = capsys.readouterr().err
     assert code == 0 and "no verdict" not in err and "not installed" not in err, err
+
+
+@pytest.mark.integration  # a real cell
+def test_a_compile_only_run_whose_contestants_refuse_the_device_exits_0(tmp_path, capsys):
+    """A device no host has (compile-only): the baseline has no compile-only build (no_host), the contestant's
+    compile_for refuses the device (unsupported). Nothing ran on a host, so nothing was meant to be judged: exit 0,
+    where matrix/gfx942-builds.toml's run first exited 5."""
+    refuses = GOOD + ("\ndef compile_for(w, dtype, device, variant):\n    from opmatrix.kit import Unsupported\n"
+                      "    raise Unsupported('written for another device')\n")
+    write_plugins(tmp_path, "probe", {"torch": GOOD, "fast": refuses}, probe_adapter())
+    matrix = probe_matrix(tmp_path, "aot", ["torch", "fast"], ["quick"], timeout_s=60, rep_ms=5)
+    text = matrix.read_text().replace('id = "cpu"\nvendor = "cpu"\narch = "auto"',
+                                      'id = "mi300x"\nvendor = "amd"\narch = "gfx942"')
+    matrix.write_text(text.replace("cpu = ", "amd = "))
+    code = cli.main(["run", str(matrix), "--no-ray", "--reports", str(tmp_path / "reports"), "--run-id", "aot"])
+    err = capsys.readouterr().err
+    assert code == 0 and "no verdict" not in err, err
+    rows = (tmp_path / "reports" / "aot" / "results.jsonl").read_text()
+    assert '"status": "unsupported"' in rows and '"status": "no_host"' in rows, rows
