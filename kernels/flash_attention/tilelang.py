@@ -4,7 +4,9 @@ S = Q K^T and O += P V on the tensor cores (T.gemm); running max and sum in fp32
 at their diagonal; columns past the sequence end are masked. GPU only (no CPU lowering).
 
 Variants:
-- `fixed` (_CONFIG: 128x64 blocks, 2 stages, 256 threads): every K/V block builds its -inf/0 mask before QK^T.
+- `fixed` (_config: 128x64 blocks, 2 stages, 256 threads): every K/V block builds its -inf/0 mask before QK^T. On
+  AMD 64x64 blocks: at 128x64 the build for gfx942 takes 67,584 bytes of LDS, past the 64 KiB a workgroup may
+  have (it would not launch), at 64x64 51,200 (reports/20261207-cpu-gfx942-builds/NOTES.md).
 - `fa3` (issue 14): FlashAttention-3's Hopper design, its warp roles written out (TileLang 0.1.15 has no
   annotation for the schedule: the `T.Pipelined(order=, stage=)` examples that expressed it were removed with its
   automatic producer/consumer warp specialisation, and given such annotations its loop is still emitted in program
@@ -35,6 +37,12 @@ from opmatrix.kit import Built, Unsupported, aot, load_spec, tune
 spec = load_spec(__file__)
 VARIANTS = ("fixed", "fa3", "tuned")
 _CONFIG = {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 256}
+_AMD_CONFIG = dict(_CONFIG, block_M=64)  # 64 KiB of LDS a workgroup on gfx9 (CDNA), against 227 KiB on Hopper
+
+
+def _config(device) -> dict:
+    """`fixed`'s blocks on this device."""
+    return _AMD_CONFIG if device.vendor == "amd" else _CONFIG
 _TUNE_SPACE = [dict(block_N=bn, stages=st, pingpong=pp) for bn, st in ((128, 2), (128, 3), (176, 2))
                for pp in (False, True)]
 # fast math (exp2f -> ex2.approx); TileLang's own warp specialisation off: `fa3` writes its warp roles out
@@ -269,9 +277,9 @@ def _fa3_kernel(batch, heads, seq, dim, causal, dtype, block_N, stages, pingpong
     return attention
 
 
-def _func(workload, dtype):
+def _func(workload, dtype, config):
     return _kernel(workload["batch"], workload["heads"], workload["seq"], workload["head_dim"], workload["causal"],
-                   dtype, **_CONFIG)
+                   dtype, **config)
 
 
 def _fa3_config(workload) -> dict:
@@ -311,8 +319,8 @@ def build(workload, dtype, device, variant):
         raise Unsupported("the tensor-core kernel takes fp16/bf16 inputs")
     target = aot.tilelang_target(device)
     if variant == "fixed":
-        kernel = tilelang.compile(_func(workload, dtype), target=target)
-        config = dict(_CONFIG, target=target)
+        kernel = tilelang.compile(_func(workload, dtype, _config(device)), target=target)
+        config = dict(_config(device), target=target)
     elif variant == "tuned":
         _require_hopper(device, variant)
         program = _tuning_program(workload["batch"], workload["heads"], workload["seq"], workload["head_dim"],
@@ -336,7 +344,7 @@ def compile_for(workload, dtype, device, variant):
     if dtype == "float32":
         raise Unsupported("the tensor-core kernel takes fp16/bf16 inputs")
     if variant == "fixed":
-        return aot.tilelang_compile_for(_func(workload, dtype), device, _CONFIG)
+        return aot.tilelang_compile_for(_func(workload, dtype, _config(device)), device, _config(device))
     _require_hopper(device, variant)
     fa3 = _fa3_config(workload)
     return aot.tilelang_compile_for(_fa3_func(workload, dtype, fa3), device, dict(fa3, fast_math=True),

@@ -63,6 +63,18 @@ def test_tilelang_builds_code_objects_for_cdna_with_mfma_and_the_compilers_repor
 
 
 @pytest.mark.integration
+def test_tilelang_flash_attention_fits_a_cdna_workgroups_lds(toolchain):
+    """flash attention's `fixed` kernel at its Hopper blocks (128x64) took 67,584 bytes of LDS for gfx942, past the
+    65,536 a workgroup may have (reports/20261207-cpu-gfx942-builds): on AMD it builds 64x64 blocks, which fit, and
+    the row's text would name an overflow."""
+    tl, workloads = _impl("flash_attention")
+    flash = tl.compile_for(workloads["b8_h32_s4096_d128_causal"], "bfloat16", MI300X, "fixed")
+    facts = flash.config
+    assert flash.status == "compiles" and facts["block_M"] == 64 and facts["mfma"] > 0, flash
+    assert facts["lds_bytes"] <= facts["lds_limit_bytes"] == 65536 and "would not launch" not in flash.what, flash
+
+
+@pytest.mark.integration
 def test_without_the_compiler_the_row_lowers_and_says_what_is_missing(monkeypatch):
     """No clang-22 here: the row is the HIP source (lowers), with one line naming what is missing and how to get
     it."""
