@@ -8,11 +8,11 @@ import sys
 
 from opmatrix import paths
 from opmatrix.commands import (bisect, calibration, compare, deployments, history, host_resources, hosts, plan,
-                               profile, report, run, validate)
+                               profile, report, run, validate, wheels)
 from opmatrix.core.errors import RunExists, UsageError
 
 COMMANDS = (run, compare, deployments, report, plan, hosts, host_resources, profile, history, bisect, validate,
-            calibration)
+            calibration, wheels)
 EXIT_CODES = ("exit codes: 0 done; 1 a row failed (run --fail-on); 2 bad input (matrix, arguments, a locked or "
               "unknown run); 3 the disk filled during a run (the rows before it kept; free space, then --resume); "
               "4 rows were lost from results.jsonl during a run (restored) or planned jobs have no row without a "

@@ -27,7 +27,7 @@ LAYERS = (
     ("core", {"core", "paths", "interrupts"}),
     ("in-cell", {"incell", "kit"}),
     ("driver", {"", "matrix_checks", "matrix_workloads", "matrix", "catalog", "plan", "manifest", "store", "cellenv",
-                "scheduling", "mdtable", "sites"}),
+                "scheduling", "mdtable", "sites", "wheelhouse"}),
     ("decide", {"decide"}),
     ("upgrade", {"upgrade"}),
     ("report", {"report", "progress"}),  # report.build: a run's report from its store, for `run` and `report`
