@@ -1,6 +1,6 @@
 """Wheels for a host without a package index, carried as one xz archive of the wheels *unpacked*: a wheel is a zip
 of separately deflated files, which xz cannot shrink further, while the unpacked files of one package (and of two
-versions of it) share most of their bytes, which xz finds. FlashInfer 0.7.4's 683 MiB unpacked pack to 24 MiB so.
+versions of it) share most of their bytes, which xz finds.
 
     python3 -m opmatrix.wheelhouse ARCHIVE FOLDER     # on the host: FOLDER/*.whl, zipped again
 
