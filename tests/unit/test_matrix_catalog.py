@@ -57,7 +57,7 @@ def assert_refused(path, key: str, value: str, *allowed: str) -> None:
 def test_the_base_matrix_passes_and_check_returns_the_catalog(write_matrix):
     found = catalog.check(load_matrix(write_matrix(BASE)))
     assert isinstance(found, Catalog)
-    assert found.kernels() == ("add_rmsnorm", "flash_attention", "gemm_relu", "rmsnorm", "rope", "swiglu")
+    assert found.kernels() == ("add_rmsnorm", "decode_attention", "flash_attention", "gemm_relu", "rmsnorm", "rope", "swiglu")
     assert {"torch", "torch-compile", "tilelang", "triton", "blaslt", "cutlass"} <= set(found.backends())
     gemm = found.kernel("gemm_relu")
     assert gemm.dtypes == ("float16", "bfloat16", "float32") and gemm.declared

@@ -82,7 +82,7 @@ BAD = [  # (what the fragment / matrix says, what the error names)
      ["workload.rmsnorm.prof.tokens: a parameter is an integer, a finite number, true / false or a string"]),
     (dict(fragment="[workload.rmsnrom.prof]\ntokens = 64\nhidden = 64\n"),
      ["m.toml: 2 problem(s) in the matrix file", "workload.rmsnrom (in prof/workloads.toml) = 'rmsnrom': names no "
-      "kernel in", "allowed: add_rmsnorm, flash_attention, gemm_relu, rmsnorm, rope, swiglu",
+      "kernel in", "allowed: add_rmsnorm, decode_attention, flash_attention, gemm_relu, rmsnorm, rope, swiglu",
       "kernel[0].workloads.cpu[0] = 'prof'"]),
     (dict(fragment="[workload.rmsnorm.prof]\ntokens = 64\nhiden = 64\n"),
      ["workload.rmsnorm.prof (in prof/workloads.toml): not a workload of", "rmsnorm/spec.py: its workloads take "
