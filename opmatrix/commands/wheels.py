@@ -10,13 +10,13 @@ only those need: liger-kernel asks for torch, whose CUDA libraries the image has
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from opmatrix import paths
 from opmatrix.commands.common import json_argument, matrix_argument, subcommand
@@ -79,13 +79,10 @@ def _pip(args: list[str], what: str) -> None:
         raise UsageError(f"pip could not {what}:\n{(done.stdout + done.stderr).strip()[-PIP_TAIL:]}")
 
 
-def _target(python: str, platforms: list[str]) -> list[str]:
-    return ["--only-binary=:all:", "--python-version", python, *(a for tag in platforms for a in ("--platform", tag))]
-
-
-def normalized(name: str) -> str:
-    """A distribution name as PEP 503 compares them."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+def _for_host(python: str, platforms: list[str], indexes: list[str]) -> list[str]:
+    """pip's arguments for wheels of the host's Python and platforms, from PyPI and the toolchains' indexes."""
+    return ["--only-binary=:all:", "--python-version", python, *(a for tag in platforms for a in ("--platform", tag)),
+            *(a for url in indexes for a in ("--extra-index-url", url))]
 
 
 def resolve(wanted: list[str], indexes: list[str], python: str, platforms: list[str], host_has: list[str],
@@ -94,12 +91,12 @@ def resolve(wanted: list[str], indexes: list[str], python: str, platforms: list[
     the names left out). pip resolves for the host's Python and platform without downloading a package."""
     report = scratch / "resolved.json"
     _pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), "--target",
-          str(scratch / "target"), *_target(python, platforms), *(a for url in indexes for a in ("--extra-index-url",
-                                                                                                 url)), *wanted],
+          str(scratch / "target"), *_for_host(python, platforms, indexes), *wanted],
          f"resolve {' '.join(wanted)} for Python {python}")
-    resolved = {normalized(i["metadata"]["name"]): i["metadata"] for i in json.loads(report.read_text())["install"]}
-    return closure(resolved, [normalized(Requirement(w).name) for w in wanted], {normalized(n) for n in host_has},
-                   python)
+    installs = json.loads(report.read_text())["install"]
+    resolved = {canonicalize_name(i["metadata"]["name"]): i["metadata"] for i in installs}
+    return closure(resolved, [canonicalize_name(Requirement(w).name) for w in wanted],
+                   {canonicalize_name(n) for n in host_has}, python)
 
 
 def closure(resolved: dict[str, dict], roots: list[str], host_has: set[str], python: str) -> tuple[list[str],
@@ -118,7 +115,7 @@ def closure(resolved: dict[str, dict], roots: list[str], host_has: set[str], pyt
         kept[name] = f"{resolved[name]['name']}=={resolved[name]['version']}"
         for text in resolved[name].get("requires_dist") or []:
             need = Requirement(text)
-            dep = normalized(need.name)
+            dep = canonicalize_name(need.name)
             if dep in resolved and dep not in host_has and (need.marker is None or need.marker.evaluate(environment)):
                 stack.append(dep)
     return sorted(kept.values(), key=str.lower), sorted(set(resolved) - set(kept))
@@ -127,8 +124,7 @@ def closure(resolved: dict[str, dict], roots: list[str], host_has: set[str], pyt
 def download(wanted: list[str], indexes: list[str], python: str, platforms: list[str], dest: Path) -> list[Path]:
     """The wheels pip downloads for the host (binary only, no dependencies); UsageError with pip's words when it
     cannot (a version the index does not have for that Python and platform)."""
-    _pip(["download", "--no-deps", "--dest", str(dest), *_target(python, platforms),
-          *(a for url in indexes for a in ("--extra-index-url", url)), *wanted],
+    _pip(["download", "--no-deps", "--dest", str(dest), *_for_host(python, platforms, indexes), *wanted],
          f"download {' '.join(wanted)} for Python {python} on {platforms[0]} or older")
     return sorted(dest.glob("*.whl"))
 

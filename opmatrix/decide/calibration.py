@@ -69,7 +69,7 @@ def twins(df) -> list[Twin]:
         chosen, [rows[i].aa_round_ms for i in chosen],
         [rows[i].baseline_round_ms if len(rows[i].baseline_round_ms) else rows[i].round_ms for i in chosen]))
     terms = stats.process_terms(rows, aa, {i: i for i in chosen})
-    se, out = np.fmax(aa.median_se(), aa.within_se()), []
+    se, out = aa.median_error(), []
     lo_within, hi_within = aa.widened(ProcessTerm())
     for i in chosen:
         if aa.n[i] != aa.n[i]:

@@ -104,6 +104,10 @@ class Batch:
         """The log standard error the within-rounds bounds stand for."""
         return (np.log(self.hi) - np.log(self.lo)) / (2 * _z(confidence))
 
+    def median_error(self, confidence: float = CONFIDENCE) -> np.ndarray:
+        """The log standard error a row's median is weighed by: the larger of median_se and within_se."""
+        return np.fmax(self.median_se(), self.within_se(confidence))
+
     def widened(self, term: ProcessTerm, confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
         """(lo, hi) with the between-process term added (module docstring)."""
         if not term.twins:  # no process term: the distribution-free bounds as they are
@@ -138,10 +142,8 @@ def welch_reach(s2, dof_within, t2, dof_between, confidence: float = CONFIDENCE)
 
 
 def median_errors(series: list, confidence: float = CONFIDENCE) -> np.ndarray:
-    """The log standard error of each series' median: the larger of the rounds' spread and their within-rounds
-    bounds, as a twin's offset is weighed (ProcessTerm.from_twins); NaN under MIN_ROUNDS values."""
-    b = batch(series, confidence)
-    return np.fmax(b.median_se(), b.within_se(confidence))
+    """Batch.median_error of each series (lists of per-round values); NaN under MIN_ROUNDS values."""
+    return batch(series, confidence).median_error(confidence)
 
 
 def positive(values) -> list[float]:

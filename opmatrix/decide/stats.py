@@ -136,8 +136,7 @@ def _widened(per_build: list[float], errors, rounds: int, pooled: Interval, conf
     if between == 0.0:
         return Interval(estimate, min(pooled.lo, estimate), max(pooled.hi, estimate))
     reach = float(intervals.welch_reach(noise / k, max(1, rounds - 1), between / k, k - 1, confidence))
-    return Interval(estimate, min(float(np.exp(np.log(estimate) - reach)), pooled.lo),
-                    max(float(np.exp(np.log(estimate) + reach)), pooled.hi))
+    return Interval(estimate, min(estimate * math.exp(-reach), pooled.lo), max(estimate * math.exp(reach), pooled.hi))
 
 
 def geomean_builds_interval(per_build_sets: list[list[list[float]]],
@@ -294,7 +293,7 @@ def process_terms(rows: list, aa: intervals.Batch, twins: dict[tuple, int]) -> d
             by_run.setdefault((rows[i].run_id, rows[i].device), []).append(i)
     if not by_run:  # no twin with rounds: no term (and no scipy import for a run without any)
         return {}
-    se = np.fmax(aa.median_se(), aa.within_se())
+    se = aa.median_error()
     return {key: ProcessTerm.from_twins(np.log(aa.estimate[idx]), se[idx], aa.spread[idx])
             for key, idx in by_run.items()}
 

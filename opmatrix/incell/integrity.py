@@ -212,9 +212,10 @@ def process_cpu_s(pid: int) -> float | None:
     return total
 
 
-def thread_cpu_s(pid: int) -> dict[tuple[int, int], float]:
-    """CPU seconds each live thread of a process and of its live children has run so far, by (process, thread), as
-    the kernel's scheduler keeps them (/proc/<pid>/task/<tid>/schedstat, in nanoseconds); {} where unreadable."""
+def thread_schedstat(pid: int) -> dict[tuple[int, int], tuple[float, float]]:
+    """Each live thread of a process and of its live children, by (process, thread): the seconds it has run and the
+    seconds it has waited for a core so far, as the kernel's scheduler keeps them (/proc/<pid>/task/<tid>/schedstat,
+    in nanoseconds); {} where unreadable."""
     found = {}
     for current in _tree(pid):
         try:
@@ -224,18 +225,27 @@ def thread_cpu_s(pid: int) -> dict[tuple[int, int], float]:
         for task in tasks:
             try:
                 with open(f"/proc/{current}/task/{task}/schedstat") as fh:
-                    found[(current, int(task))] = int(fh.read().split()[0]) / 1e9
-            except (OSError, ValueError, IndexError):
+                    ran, waited = fh.read().split()[:2]
+                found[(current, int(task))] = (int(ran) / 1e9, int(waited) / 1e9)
+            except (OSError, ValueError):
                 continue
     return found
 
 
 def busiest_thread_s(before: dict, after: dict) -> float | None:
-    """The most CPU any one thread ran between two thread_cpu_s readings (a thread born between them counts from
-    0); None where neither reading saw a thread."""
+    """The most CPU any one thread ran between two thread_schedstat readings (a thread born between them counts
+    from 0); None where either reading saw no thread."""
     if not before or not after:
         return None
-    return max((after[k] - before.get(k, 0.0) for k in after), default=None)
+    return max(ran - before.get(k, (0.0, 0.0))[0] for k, (ran, _) in after.items())
+
+
+def main_thread_waited_s(before: dict, after: dict, pid: int) -> float | None:
+    """How long the process's main thread waited for a core between two thread_schedstat readings; None where
+    either reading lacks it."""
+    if (pid, pid) not in before or (pid, pid) not in after:
+        return None
+    return after[(pid, pid)][1] - before[(pid, pid)][1]
 
 
 def _tree(pid: int):

@@ -26,7 +26,7 @@ from types import ModuleType
 from opmatrix.core import status
 from opmatrix.core.jobs import DeviceInfo, Settings
 from opmatrix.core.result import Result
-from opmatrix.incell import arena, correctness, integrity, measure, telemetry
+from opmatrix.incell import arena, correctness, integrity, telemetry
 from opmatrix.incell.contents import Contents, SpecFault, input_kinds
 from opmatrix.incell.contract import PluginError
 from opmatrix.incell.integrity import Cheat
@@ -252,13 +252,14 @@ class Seat:
         values = self._fill(contents, sets)
         self.judge_s += time.perf_counter() - started
         pid = self.server.proc.pid
-        threads_before = integrity.thread_cpu_s(pid) if self.judge.is_cpu else {}
-        cpu_before, delay_before = self.server.cpu_s(), measure.thread_run_delay_s(pid)
+        # the scheduler's account of each of its threads (CPU: how long each ran, and waited for a core)
+        threads_before = integrity.thread_schedstat(pid) if self.judge.is_cpu else {}
+        cpu_before = self.server.cpu_s()
         self.accounts.before(cpu_before, time.perf_counter())
         reply, window = self.server.request({"op": "calls", "slots": list(range(calls)), "values": values,
                                              "first": first}, "called", timeout_s)
-        cpu_after, delay_after = self.server.cpu_s(), measure.thread_run_delay_s(pid)
-        threads_after = integrity.thread_cpu_s(pid) if self.judge.is_cpu else {}
+        cpu_after = self.server.cpu_s()
+        threads_after = integrity.thread_schedstat(pid) if self.judge.is_cpu else {}
         self.accounts.after(cpu_after, window[1])
         started = time.perf_counter()
         try:
@@ -266,8 +267,7 @@ class Seat:
             samples = self._observed(reply, calls, window, None if None in (cpu_before, cpu_after)
                                      else cpu_after - cpu_before,
                                      integrity.busiest_thread_s(threads_before, threads_after))
-            waited = self._waited(reply, samples, None if None in (delay_before, delay_after)
-                                  else delay_after - delay_before)
+            waited = self._waited(reply, samples, integrity.main_thread_waited_s(threads_before, threads_after, pid))
             for index in checked:
                 self._check(contents, sets[index], index, *seen[index], verdict)
         finally:

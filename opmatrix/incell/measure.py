@@ -136,15 +136,6 @@ def run_delay_reader():
     return read
 
 
-def thread_run_delay_s(pid: int) -> float | None:
-    """Another process's main thread's run_delay so far (s), as the kernel keeps it; None where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/schedstat") as fh:
-            return int(fh.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 MIN_REPS, MAX_REPS = 5, 10_000
 
 

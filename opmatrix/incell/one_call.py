@@ -54,8 +54,6 @@ def own_allocation(value):
 
 def prepared(task: WorkerTask, seed: int) -> tuple:
     """(the built function, its inputs, its output), every tensor in an allocation of its own."""
-    import torch
-
     backend, _ = phases.load_backend(task, lambda env: "")
     phases.check_coverage(backend, task)
     loaded = phases.load_kernel(task, backend)

@@ -140,21 +140,24 @@ def test_two_threads_on_a_busy_machine_are_named_by_their_busiest_threads_time()
 
 def test_thread_clocks_of_another_process_show_its_busiest_thread():
     """Real thread clocks (/proc/<pid>/task/<tid>/schedstat) of a child burning two threads: the busiest thread ran
-    less than the process's CPU in all, about half of it."""
+    less than the process's CPU in all, about half of it; its main thread's wait for a core is read from the same
+    account."""
     code = ("import threading, time\n"
             "def burn():\n    end = time.monotonic() + 3\n    while time.monotonic() < end: pass\n"
             "t = threading.Thread(target=burn); t.start(); burn(); t.join()\n")
     child = subprocess.Popen([sys.executable, "-c", code])
     try:
         time.sleep(0.5)
-        before, cpu_before = integrity.thread_cpu_s(child.pid), integrity.process_cpu_s(child.pid)
+        before, cpu_before = integrity.thread_schedstat(child.pid), integrity.process_cpu_s(child.pid)
         time.sleep(1.0)
-        after, cpu_after = integrity.thread_cpu_s(child.pid), integrity.process_cpu_s(child.pid)
+        after, cpu_after = integrity.thread_schedstat(child.pid), integrity.process_cpu_s(child.pid)
     finally:
         child.kill()
         child.wait()
     busiest = integrity.busiest_thread_s(before, after)
     assert len(after) >= 2 and busiest is not None
+    assert integrity.main_thread_waited_s(before, after, child.pid) >= 0
+    assert integrity.main_thread_waited_s(before, {}, child.pid) is None
     assert busiest < 0.75 * (cpu_after - cpu_before), (busiest, cpu_after - cpu_before)
 
 
