@@ -298,12 +298,12 @@ class CellRunner:
         kept = None if suffix else compile_cache.kept_build(self.plan, job)
         if kept is not None:
             self.kept[self.plan.key(job)] = kept
+        cache = kept.folder if kept is not None else folder / "cache"
         if not suffix:
-            self.own[self.plan.key(job)] = (folder, kept.folder if kept is not None else folder / "cache")
+            self.own[self.plan.key(job)] = (folder, cache)
         started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         clock = time.perf_counter()
-        started = self.starter.start(job, self.group, folder, kept.folder if kept is not None else folder / "cache",
-                                     twin=suffix == "-aa-twin")
+        started = self.starter.start(job, self.group, folder, cache, twin=suffix == "-aa-twin")
         if isinstance(started, Contestant):
             return started
         return self._finish(job, started, started_at, time.perf_counter() - clock, own=not suffix)
